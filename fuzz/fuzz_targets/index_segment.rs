@@ -1,0 +1,29 @@
+//! Index segments through `object::open::<IndexSegment>`: raw bytes, the bytes
+//! as a validly sealed frame, and the bytes as a validly sealed stored body
+//! (so postcard decoding of `IndexSegment` runs on fuzz input).
+#![no_main]
+
+use larder::index::IndexSegment;
+use larder::object::{self, ObjectType};
+use larder_fuzz::{check, keys, seal_frame};
+use libfuzzer_sys::fuzz_target;
+
+const WHAT: &str = "fuzz/index";
+const TY: ObjectType = ObjectType::Index;
+
+fuzz_target!(|data: &[u8]| {
+    let k = keys();
+    check(WHAT, &object::open::<IndexSegment>(k, TY, WHAT, data));
+    check(WHAT, &object::open::<IndexSegment>(k, TY, WHAT, &seal_frame(TY, data)));
+
+    let mut frame = (data.len() as u32).to_le_bytes().to_vec();
+    frame.push(0);
+    frame.extend_from_slice(data);
+    let r = object::open::<IndexSegment>(k, TY, WHAT, &seal_frame(TY, &frame));
+    check(WHAT, &r);
+    if let Ok(seg) = r {
+        let again = object::seal(k, TY, &seg).expect("an accepted segment reseals");
+        let back: IndexSegment = object::open(k, TY, WHAT, &again).expect("and reopens");
+        assert_eq!(back, seg);
+    }
+});

@@ -1,0 +1,88 @@
+//! Storage backends: the narrow trait every layer above talks to, and its
+//! implementations. The trait knows objects, not files: list a kind, read an
+//! object whole or a range of it, write an object once, delete it. There is
+//! no rename and no directory above this line, so an object store fits later.
+
+mod local;
+
+pub use local::LocalBackend;
+
+use crate::error::Result;
+
+/// The kinds of object a repository holds, each in its own namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Config,
+    Key,
+    Pack,
+    Index,
+    Snapshot,
+    Lock,
+}
+
+impl Kind {
+    /// The directory (or key prefix) of this kind.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Kind::Config => "",
+            Kind::Key => "keys",
+            Kind::Pack => "packs",
+            Kind::Index => "index",
+            Kind::Snapshot => "snapshots",
+            Kind::Lock => "locks",
+        }
+    }
+
+    /// Every kind that lives in a directory.
+    pub const LISTABLE: [Kind; 5] = [
+        Kind::Key,
+        Kind::Pack,
+        Kind::Index,
+        Kind::Snapshot,
+        Kind::Lock,
+    ];
+
+    /// The path of object `name` of this kind, relative to the repository root.
+    /// Packs fan out into 256 subdirectories by their first two hex digits.
+    pub fn path(self, name: &str) -> String {
+        match self {
+            Kind::Config => "config".to_string(),
+            Kind::Pack => {
+                let p = name.get(..2).unwrap_or("00");
+                format!("packs/{p}/{name}")
+            }
+            k => format!("{}/{name}", k.dir()),
+        }
+    }
+}
+
+/// One listed object: its name and size in bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub size: u64,
+}
+
+/// Storage for repository objects. Every error names the object.
+pub trait Backend: Send + Sync {
+    /// A human-readable location ("/srv/repo").
+    fn location(&self) -> String;
+    /// Creates the empty layout; fails if a repository is already there.
+    fn create(&self) -> Result<()>;
+    /// Whether object `name` of `kind` exists.
+    fn exists(&self, kind: Kind, name: &str) -> Result<bool>;
+    /// All objects of `kind` (unordered).
+    fn list(&self, kind: Kind) -> Result<Vec<Entry>>;
+    /// The whole object.
+    fn read(&self, kind: Kind, name: &str) -> Result<Vec<u8>>;
+    /// `len` bytes at `offset`; an error if the object is shorter.
+    fn read_range(&self, kind: Kind, name: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
+    /// Size of the object in bytes.
+    fn size(&self, kind: Kind, name: &str) -> Result<u64>;
+    /// Writes the object durably and atomically, once. Writing an object that
+    /// already exists is an error for `Config` and a no-op for the
+    /// content-addressed kinds (same name, same bytes).
+    fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()>;
+    /// Removes the object.
+    fn delete(&self, kind: Kind, name: &str) -> Result<()>;
+}

@@ -1,0 +1,274 @@
+//! Content-defined chunking: FastCDC (`fastcdc::v2020::cut_gear`) driven by a
+//! gear table derived from the master key, so cut points reveal nothing to
+//! someone without the key. Owns the chunk-size parameters and their checks
+//! (fastcdc checks them only in debug builds), and a streaming cut loop that
+//! reads into one reused buffer.
+
+use crate::error::{Error, Result};
+use fastcdc::v2020::{Normalization, cut_gear, select_masks};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+/// Chunk-size parameters, fixed at `init` and stored in the config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkerParams {
+    pub min: u32,
+    pub avg: u32,
+    pub max: u32,
+    /// FastCDC normalization level (0-3).
+    pub level: u8,
+}
+
+impl Default for ChunkerParams {
+    fn default() -> Self {
+        ChunkerParams {
+            min: 64 << 10,
+            avg: 256 << 10,
+            max: 1 << 20,
+            level: 1,
+        }
+    }
+}
+
+impl ChunkerParams {
+    /// Rejects sizes that fastcdc would silently mishandle in release builds.
+    pub fn validate(&self) -> Result<()> {
+        use fastcdc::v2020::{
+            AVERAGE_MAX, AVERAGE_MIN, MAXIMUM_MAX, MAXIMUM_MIN, MINIMUM_MAX, MINIMUM_MIN,
+        };
+        let (min, avg, max) = (self.min as usize, self.avg as usize, self.max as usize);
+        let bad = |m: String| Err(Error::Usage(format!("invalid chunker parameters: {m}")));
+        if !(MINIMUM_MIN..=MINIMUM_MAX).contains(&min) {
+            return bad(format!("min {min} outside {MINIMUM_MIN}..={MINIMUM_MAX}"));
+        }
+        if !(AVERAGE_MIN..=AVERAGE_MAX).contains(&avg) {
+            return bad(format!("avg {avg} outside {AVERAGE_MIN}..={AVERAGE_MAX}"));
+        }
+        if !(MAXIMUM_MIN..=MAXIMUM_MAX).contains(&max) {
+            return bad(format!("max {max} outside {MAXIMUM_MIN}..={MAXIMUM_MAX}"));
+        }
+        if min % 2 != 0 || avg % 2 != 0 || max % 2 != 0 {
+            return bad("sizes must be even".into());
+        }
+        if !(min < avg && avg < max) {
+            return bad("need min < avg < max".into());
+        }
+        if self.level > 3 {
+            return bad(format!("normalization level {} above 3", self.level));
+        }
+        Ok(())
+    }
+
+    fn normalization(&self) -> Normalization {
+        match self.level {
+            0 => Normalization::Level0,
+            1 => Normalization::Level1,
+            2 => Normalization::Level2,
+            _ => Normalization::Level3,
+        }
+    }
+}
+
+/// A chunker bound to one repository's parameters and gear table.
+#[derive(Clone)]
+pub struct Chunker {
+    params: ChunkerParams,
+    gear: Box<[u64; 256]>,
+    gear_ls: Box<[u64; 256]>,
+    masks: (u64, u64),
+}
+
+impl Chunker {
+    /// Builds a chunker; `params` must have passed [`ChunkerParams::validate`].
+    pub fn new(params: ChunkerParams, gear: &[u64; 256]) -> Result<Self> {
+        params.validate()?;
+        let mut gear_ls = Box::new([0u64; 256]);
+        for (l, g) in gear_ls.iter_mut().zip(gear.iter()) {
+            *l = g << 1;
+        }
+        Ok(Chunker {
+            params,
+            gear: Box::new(*gear),
+            gear_ls,
+            masks: select_masks(params.avg as usize, params.normalization()),
+        })
+    }
+
+    /// The parameters in force.
+    pub fn params(&self) -> ChunkerParams {
+        self.params
+    }
+
+    /// Length of the first chunk of `data`. Call with at least `max` bytes
+    /// unless `data` is the end of the stream.
+    pub fn cut(&self, data: &[u8]) -> usize {
+        let (ms, ml) = self.masks;
+        let (_, len) = cut_gear(
+            data,
+            self.params.min as usize,
+            self.params.avg as usize,
+            self.params.max as usize,
+            ms,
+            ml,
+            ms << 1,
+            ml << 1,
+            &self.gear[..],
+            &self.gear_ls[..],
+        );
+        len
+    }
+
+    /// Cuts a whole in-memory buffer into chunk lengths.
+    pub fn cut_all(&self, data: &[u8]) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < data.len() {
+            let n = self.cut(&data[pos..]).max(1);
+            out.push(n);
+            pos += n;
+        }
+        out
+    }
+
+    /// Streams `reader` through the chunker, calling `f` with each chunk.
+    /// `buf` is reused between calls (it grows to twice the max chunk size).
+    /// Returns the total number of bytes read.
+    pub fn stream<R: Read>(
+        &self,
+        reader: &mut R,
+        buf: &mut Vec<u8>,
+        mut f: impl FnMut(&[u8]) -> Result<()>,
+        mut on_err: impl FnMut(std::io::Error) -> Error,
+    ) -> Result<u64> {
+        let max = self.params.max as usize;
+        let cap = max * 2;
+        buf.clear();
+        buf.resize(cap, 0);
+        let (mut start, mut end) = (0usize, 0usize);
+        let mut eof = false;
+        let mut total = 0u64;
+        loop {
+            // Refill until max bytes are available or the stream ends.
+            while !eof && end - start < max {
+                if end == cap {
+                    buf.copy_within(start..end, 0);
+                    end -= start;
+                    start = 0;
+                }
+                match reader.read(&mut buf[end..cap]) {
+                    Ok(0) => eof = true,
+                    Ok(n) => {
+                        end += n;
+                        total += n as u64;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(on_err(e)),
+                }
+            }
+            if start == end {
+                return Ok(total);
+            }
+            let n = self.cut(&buf[start..end]).max(1);
+            f(&buf[start..start + n])?;
+            start += n;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunker() -> Chunker {
+        let mut gear = [0u64; 256];
+        let mut x = blake3::Hasher::new().update(b"t").finalize_xof();
+        for g in gear.iter_mut() {
+            let mut b = [0u8; 8];
+            x.fill(&mut b);
+            *g = u64::from_le_bytes(b);
+        }
+        Chunker::new(
+            ChunkerParams {
+                min: 1024,
+                avg: 4096,
+                max: 16384,
+                level: 1,
+            },
+            &gear,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn stream_matches_cut_all_and_bounds() {
+        let c = chunker();
+        let mut data = vec![0u8; 300_000];
+        blake3::Hasher::new()
+            .update(b"d")
+            .finalize_xof()
+            .fill(&mut data);
+        let lens = c.cut_all(&data);
+        assert_eq!(lens.iter().sum::<usize>(), data.len());
+        for l in &lens[..lens.len() - 1] {
+            assert!((1024..=16384).contains(l), "{l}");
+        }
+        let mut got = Vec::new();
+        let mut buf = Vec::new();
+        // A reader that returns small, odd-sized reads.
+        struct Dribble<'a>(&'a [u8]);
+        impl Read for Dribble<'_> {
+            fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(b.len()).min(777);
+                b[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let total = c
+            .stream(
+                &mut Dribble(&data),
+                &mut buf,
+                |ch| {
+                    got.push(ch.len());
+                    Ok(())
+                },
+                |e| Error::io("x", e),
+            )
+            .unwrap();
+        assert_eq!(total, data.len() as u64);
+        assert_eq!(got, lens);
+    }
+
+    #[test]
+    fn invalid_params_rejected() {
+        for p in [
+            ChunkerParams {
+                min: 1023,
+                avg: 4096,
+                max: 16384,
+                level: 1,
+            },
+            ChunkerParams {
+                min: 8192,
+                avg: 4096,
+                max: 16384,
+                level: 1,
+            },
+            ChunkerParams {
+                min: 1024,
+                avg: 4096,
+                max: 64 << 20,
+                level: 1,
+            },
+            ChunkerParams {
+                min: 1024,
+                avg: 4096,
+                max: 16384,
+                level: 4,
+            },
+        ] {
+            assert!(p.validate().is_err(), "{p:?}");
+        }
+        assert!(ChunkerParams::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,282 @@
+//! Comparing and walking snapshot trees. `diff` walks two trees side by side
+//! and skips every subtree whose ID is equal, so its cost grows with the
+//! change, not with the tree. `walk` lists a tree for `ls`.
+
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::pack::BlobType;
+use crate::repository::Repository;
+use crate::tree::{Node, NodeKind, Tree};
+use serde::Serialize;
+use std::collections::HashSet;
+
+pub use crate::archiver::load_tree;
+
+/// One changed path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffEntry {
+    pub path: String,
+    /// `+` added, `-` removed, `M` content changed, `T` type changed,
+    /// `U` metadata changed (with `--metadata`).
+    pub modifier: char,
+    /// For `U`: which metadata fields changed.
+    pub changes: Vec<&'static str>,
+}
+
+/// Counts for the summary.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct DiffStats {
+    pub files_added: u64,
+    pub files_removed: u64,
+    pub files_changed: u64,
+    pub dirs_added: u64,
+    pub dirs_removed: u64,
+    pub others_added: u64,
+    pub others_removed: u64,
+    pub metadata_changed: u64,
+    pub blobs_added: u64,
+    pub blobs_removed: u64,
+    pub bytes_added: u64,
+    pub bytes_removed: u64,
+    /// Trees loaded to compute this diff (shows the cost follows the change).
+    pub trees_loaded: u64,
+}
+
+struct Differ<'r, 'f> {
+    repo: &'r Repository,
+    metadata: bool,
+    out: &'f mut dyn FnMut(&DiffEntry),
+    stats: DiffStats,
+    added: HashSet<Id>,
+    removed: HashSet<Id>,
+}
+
+fn display_path(parent: &str, n: &Node) -> String {
+    let mut p = format!("{parent}/{}", n.name_lossy());
+    if n.kind == NodeKind::Dir {
+        p.push('/');
+    }
+    p
+}
+
+impl Differ<'_, '_> {
+    fn load(&mut self, id: &Id) -> Result<Tree> {
+        self.stats.trees_loaded += 1;
+        load_tree(self.repo, id)
+    }
+
+    fn emit(&mut self, path: String, modifier: char, changes: Vec<&'static str>) {
+        (self.out)(&DiffEntry {
+            path,
+            modifier,
+            changes,
+        });
+    }
+
+    /// Reports `n` and everything beneath it as added (`+`) or removed (`-`).
+    fn whole(&mut self, parent: &str, n: &Node, added: bool) -> Result<()> {
+        let p = display_path(parent, n);
+        self.emit(p.clone(), if added { '+' } else { '-' }, Vec::new());
+        match (n.kind, added) {
+            (NodeKind::File, true) => {
+                self.stats.files_added += 1;
+                self.added.extend(n.content.iter().copied());
+            }
+            (NodeKind::File, false) => {
+                self.stats.files_removed += 1;
+                self.removed.extend(n.content.iter().copied());
+            }
+            (NodeKind::Dir, true) => self.stats.dirs_added += 1,
+            (NodeKind::Dir, false) => self.stats.dirs_removed += 1,
+            (_, true) => self.stats.others_added += 1,
+            (_, false) => self.stats.others_removed += 1,
+        }
+        if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
+            let t = self.load(&s)?;
+            let base = p.trim_end_matches('/').to_string();
+            for c in &t.nodes {
+                self.whole(&base, c, added)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn trees(&mut self, parent: &str, a: &Tree, b: &Tree) -> Result<()> {
+        let (mut i, mut j) = (0, 0);
+        while i < a.nodes.len() || j < b.nodes.len() {
+            let order = match (a.nodes.get(i), b.nodes.get(j)) {
+                (Some(x), Some(y)) => x.name.cmp(&y.name),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    self.whole(parent, &a.nodes[i], false)?;
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    self.whole(parent, &b.nodes[j], true)?;
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    self.nodes(parent, &a.nodes[i], &b.nodes[j])?;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn nodes(&mut self, parent: &str, x: &Node, y: &Node) -> Result<()> {
+        if x.kind != y.kind {
+            self.emit(display_path(parent, y), 'T', Vec::new());
+            self.whole_stats_only(x, false)?;
+            self.whole_stats_only(y, true)?;
+            return Ok(());
+        }
+        let p = display_path(parent, y);
+        match x.kind {
+            NodeKind::Dir => {
+                if self.metadata {
+                    let ch = x.metadata_changes(y);
+                    if !ch.is_empty() {
+                        self.stats.metadata_changed += 1;
+                        self.emit(p.clone(), 'U', ch);
+                    }
+                }
+                if x.subtree != y.subtree {
+                    let (ta, tb) = match (x.subtree, y.subtree) {
+                        (Some(a), Some(b)) => (self.load(&a)?, self.load(&b)?),
+                        _ => return Err(Error::corrupt(&p, "directory without a tree")),
+                    };
+                    self.trees(p.trim_end_matches('/'), &ta, &tb)?;
+                }
+            }
+            _ => {
+                let content_changed =
+                    x.content != y.content || x.link_target != y.link_target || x.rdev != y.rdev;
+                if content_changed {
+                    self.emit(p, 'M', Vec::new());
+                    if x.kind == NodeKind::File {
+                        self.stats.files_changed += 1;
+                    }
+                    self.removed.extend(x.content.iter().copied());
+                    self.added.extend(y.content.iter().copied());
+                } else if self.metadata {
+                    let ch = x.metadata_changes(y);
+                    if !ch.is_empty() {
+                        self.stats.metadata_changed += 1;
+                        self.emit(p, 'U', ch);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn whole_stats_only(&mut self, n: &Node, added: bool) -> Result<()> {
+        match (n.kind, added) {
+            (NodeKind::File, true) => self.added.extend(n.content.iter().copied()),
+            (NodeKind::File, false) => self.removed.extend(n.content.iter().copied()),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Compares trees `a` and `b`, calling `out` for each changed path.
+pub fn diff(
+    repo: &Repository,
+    a: Id,
+    b: Id,
+    metadata: bool,
+    out: &mut dyn FnMut(&DiffEntry),
+) -> Result<DiffStats> {
+    let mut d = Differ {
+        repo,
+        metadata,
+        out,
+        stats: DiffStats::default(),
+        added: HashSet::new(),
+        removed: HashSet::new(),
+    };
+    if a != b {
+        let ta = d.load(&a)?;
+        let tb = d.load(&b)?;
+        d.trees("", &ta, &tb)?;
+    }
+    let Differ {
+        mut stats,
+        added,
+        removed,
+        ..
+    } = d;
+    for id in added.difference(&removed) {
+        stats.blobs_added += 1;
+        stats.bytes_added += blob_size(repo, id)?;
+    }
+    for id in removed.difference(&added) {
+        stats.blobs_removed += 1;
+        stats.bytes_removed += blob_size(repo, id)?;
+    }
+    Ok(stats)
+}
+
+fn blob_size(repo: &Repository, id: &Id) -> Result<u64> {
+    Ok(match repo.lookup(id)? {
+        Some(l) if l.entry.ty == BlobType::Data => l.entry.plain_len as u64,
+        _ => 0,
+    })
+}
+
+/// The tree ID of directory `sub` (a `/`-separated path) below `root`.
+pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
+    let mut cur = root;
+    for comp in sub.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        let t = load_tree(repo, &cur)?;
+        let n = t.find(comp.as_bytes()).ok_or_else(|| {
+            Error::Usage(format!("path {sub:?}: {comp:?} not found in the snapshot"))
+        })?;
+        cur = match (n.kind, n.subtree) {
+            (NodeKind::Dir, Some(s)) => s,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "path {sub:?}: {comp:?} is not a directory"
+                )));
+            }
+        };
+    }
+    Ok(cur)
+}
+
+/// Calls `f(path, node)` for every node below `root` (or below `sub`), depth first.
+pub fn walk(
+    repo: &Repository,
+    root: Id,
+    sub: Option<&str>,
+    f: &mut dyn FnMut(&str, &Node),
+) -> Result<()> {
+    let sub = sub.unwrap_or("");
+    let start = tree_at(repo, root, sub)?;
+    let prefix = format!("/{}", sub.trim_matches('/'));
+    let prefix = if prefix == "/" { String::new() } else { prefix };
+    walk_tree(repo, &start, &prefix, f)
+}
+
+fn walk_tree(
+    repo: &Repository,
+    id: &Id,
+    prefix: &str,
+    f: &mut dyn FnMut(&str, &Node),
+) -> Result<()> {
+    let t = load_tree(repo, id)?;
+    for n in &t.nodes {
+        let p = format!("{prefix}/{}", n.name_lossy());
+        f(&p, n);
+        if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
+            walk_tree(repo, &s, &p, f)?;
+        }
+    }
+    Ok(())
+}

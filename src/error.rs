@@ -1,0 +1,107 @@
+//! The library's error type. Every error names the path or repository object
+//! it concerns, and maps to one of restic's exit codes (see [`Error::exit_code`]).
+
+use std::path::PathBuf;
+
+/// Result alias used across the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in larder.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O error on a local path.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An I/O error on a repository object (named as `kind/id`).
+    #[error("repository object {object}: {source}")]
+    Backend {
+        object: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A repository object that exists but whose bytes are not valid.
+    #[error("repository object {object} is corrupt: {reason}")]
+    Corrupt { object: String, reason: String },
+    /// The repository does not exist at the given location.
+    #[error("repository {0} does not exist (run `larder init`)")]
+    NoRepository(String),
+    /// `init` on a location that already holds a repository.
+    #[error("repository {0} already exists; refusing to overwrite it")]
+    RepositoryExists(String),
+    /// The repository needs a newer (or older) larder.
+    #[error(
+        "repository format version {found} is not supported by this larder (it reads version {supported}); {hint}"
+    )]
+    UnsupportedVersion {
+        found: u32,
+        supported: u32,
+        hint: &'static str,
+    },
+    /// No key file opened with the given passphrase or identity.
+    #[error("wrong password or no key found that opens the repository")]
+    WrongPassword,
+    /// A lock held by another live process prevents the operation.
+    #[error("repository is locked: {0}")]
+    Locked(String),
+    /// The local SQLite index cache failed.
+    #[error("index cache {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A blob ID that the index does not know.
+    #[error("blob {0} is not in the index")]
+    MissingBlob(String),
+    /// Bad input from the user (arguments, configuration).
+    #[error("{0}")]
+    Usage(String),
+    /// A snapshot reference that matches nothing, or more than one snapshot.
+    #[error("{0}")]
+    NoSnapshot(String),
+    /// Some operation finished but with problems it reported along the way.
+    #[error("{0}")]
+    Partial(String),
+}
+
+impl Error {
+    /// Shorthand for an I/O error on a local path.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Shorthand for a corruption error on a repository object.
+    pub fn corrupt(object: impl std::fmt::Display, reason: impl std::fmt::Display) -> Self {
+        Error::Corrupt {
+            object: object.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// Shorthand for a failure of the SQLite cache at `path`.
+    pub fn sqlite(path: impl Into<PathBuf>, source: rusqlite::Error) -> Self {
+        Error::Sqlite {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The process exit code restic users expect for this error:
+    /// 10 no repository, 11 locked, 12 wrong password, 1 everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::NoRepository(_) => 10,
+            Error::Locked(_) => 11,
+            Error::WrongPassword => 12,
+            Error::Partial(_) => 3,
+            _ => 1,
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! The one door to a repository: `init`, `open` (key → master key → config →
+//! index cache), the config object, and reading and writing blobs.
+//!
+//! Write order gives crash safety: packs first, then the index segment that
+//! lists them, then (in the archiver) the snapshot that refers to them.
+
+use crate::backend::{Backend, Kind};
+use crate::chunker::{Chunker, ChunkerParams};
+use crate::crypto::{Keys, MasterKey};
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::index::{self, BlobLocation, Index, IndexPack, IndexSegment};
+use crate::keys::{self, Credential, NewKey};
+use crate::object::{self, ObjectType};
+use crate::pack::{self, BlobType, PackWriter, PreparedBlob};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The repository configuration, sealed in `config`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Random repository id (names the local cache).
+    pub id: Id,
+    pub chunker: ChunkerParams,
+    /// zstd level for data blobs.
+    pub compression_level: i32,
+    /// Target pack size in bytes.
+    pub pack_size: u32,
+    /// Creation time, seconds since the Unix epoch.
+    pub created: i64,
+}
+
+/// Options for `init`.
+#[derive(Clone, Debug)]
+pub struct InitOptions {
+    pub chunker: ChunkerParams,
+    pub compression_level: i32,
+    pub pack_size: u32,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        InitOptions {
+            chunker: ChunkerParams::default(),
+            compression_level: 3,
+            pack_size: 16 << 20,
+        }
+    }
+}
+
+/// An open repository.
+pub struct Repository {
+    backend: Arc<dyn Backend>,
+    keys: Keys,
+    master: MasterKey,
+    config: Config,
+    key_id: Id,
+    index: Mutex<Index>,
+    cache_dir: PathBuf,
+}
+
+/// The default cache directory: `$XDG_CACHE_HOME/larder` or `~/.cache/larder`.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(x).join("larder");
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|x| !x.is_empty()) {
+        return PathBuf::from(h).join(".cache").join("larder");
+    }
+    std::env::temp_dir().join("larder-cache")
+}
+
+/// Reads and opens the config object with `keys`.
+pub fn read_config(backend: &dyn Backend, keys: &Keys) -> Result<Config> {
+    let bytes = backend.read(Kind::Config, "config")?;
+    let cfg: Config = object::open(keys, ObjectType::Config, "config", &bytes)?;
+    cfg.chunker
+        .validate()
+        .map_err(|e| Error::corrupt("config", e))?;
+    if cfg.pack_size < (1 << 20) || cfg.pack_size > (1 << 30) {
+        return Err(Error::corrupt("config", "pack size outside 1 MiB..1 GiB"));
+    }
+    Ok(cfg)
+}
+
+impl Repository {
+    /// Creates a repository and its first key. Refuses an existing one.
+    pub fn init(
+        backend: Arc<dyn Backend>,
+        first_key: &NewKey,
+        opts: &InitOptions,
+        cache_dir: &Path,
+    ) -> Result<Repository> {
+        opts.chunker.validate()?;
+        if backend.exists(Kind::Config, "config")? {
+            return Err(Error::RepositoryExists(backend.location()));
+        }
+        backend.create()?;
+        let master = MasterKey::generate()?;
+        let keys = Keys::derive(&master);
+        let config = Config {
+            id: Id::random()?,
+            chunker: opts.chunker,
+            compression_level: opts.compression_level,
+            pack_size: opts.pack_size,
+            created: keys::now_secs(),
+        };
+        let key_id = keys::add_key(backend.as_ref(), &master, first_key)?;
+        // The config goes last: a repository exists once it has one.
+        let bytes = object::seal(&keys, ObjectType::Config, &config)?;
+        backend.write(Kind::Config, "config", &bytes)?;
+        Self::finish_open(backend, keys, master, config, key_id, cache_dir)
+    }
+
+    /// Opens a repository with a credential.
+    pub fn open(
+        backend: Arc<dyn Backend>,
+        cred: &Credential,
+        cache_dir: &Path,
+    ) -> Result<Repository> {
+        let bytes = match backend.read(Kind::Config, "config") {
+            Ok(b) => b,
+            Err(Error::Backend { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NoRepository(backend.location()));
+            }
+            Err(e) => return Err(e),
+        };
+        // Say "needs a newer larder" before asking for any key.
+        object::check_header("config", ObjectType::Config, &bytes)?;
+        let (key_id, master) = keys::find_key(backend.as_ref(), cred)?;
+        let keys = Keys::derive(&master);
+        let config = read_config(backend.as_ref(), &keys)?;
+        Self::finish_open(backend, keys, master, config, key_id, cache_dir)
+    }
+
+    fn finish_open(
+        backend: Arc<dyn Backend>,
+        keys: Keys,
+        master: MasterKey,
+        config: Config,
+        key_id: Id,
+        cache_dir: &Path,
+    ) -> Result<Repository> {
+        let dir = cache_dir.join(config.id.to_hex());
+        let mut index = Index::open(&dir.join("index.sqlite"))?;
+        index.sync(backend.as_ref(), &keys)?;
+        Ok(Repository {
+            backend,
+            keys,
+            master,
+            config,
+            key_id,
+            index: Mutex::new(index),
+            cache_dir: dir,
+        })
+    }
+
+    /// The storage backend.
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    /// A shared handle on the backend.
+    pub fn backend_arc(&self) -> Arc<dyn Backend> {
+        self.backend.clone()
+    }
+
+    /// The derived keys.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// The master key (for key files and for deriving keys in helper threads).
+    pub fn master(&self) -> &MasterKey {
+        &self.master
+    }
+
+    /// The repository config.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The id of the key file that opened this repository.
+    pub fn key_id(&self) -> Id {
+        self.key_id
+    }
+
+    /// This repository's directory inside the cache.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// The index cache (locked for the caller).
+    pub fn index(&self) -> Result<MutexGuard<'_, Index>> {
+        self.index
+            .lock()
+            .map_err(|_| Error::Usage("index cache lock poisoned by a panic".into()))
+    }
+
+    /// Re-reads `index/` into the cache.
+    pub fn sync_index(&self) -> Result<usize> {
+        self.index()?.sync(self.backend.as_ref(), &self.keys)
+    }
+
+    /// A chunker with this repository's parameters and gear table.
+    pub fn chunker(&self) -> Result<Chunker> {
+        Chunker::new(self.config.chunker, self.keys.gear())
+    }
+
+    /// Adds a key file wrapping this repository's master key.
+    pub fn add_key(&self, new: &NewKey) -> Result<Id> {
+        keys::add_key(self.backend.as_ref(), &self.master, new)
+    }
+
+    /// Removes key `id`; refuses the key in use and the last key.
+    pub fn remove_key(&self, id: &str) -> Result<()> {
+        let list = self.backend.list(Kind::Key)?;
+        let matches: Vec<_> = list.iter().filter(|e| e.name.starts_with(id)).collect();
+        let target = match matches.as_slice() {
+            [one] => one.name.clone(),
+            [] => return Err(Error::Usage(format!("no key {id}"))),
+            _ => return Err(Error::Usage(format!("key prefix {id} is ambiguous"))),
+        };
+        if target == self.key_id.to_hex() {
+            return Err(Error::Usage(
+                "refusing to remove the key in use; open the repository with another key".into(),
+            ));
+        }
+        if list.len() < 2 {
+            return Err(Error::Usage("refusing to remove the last key".into()));
+        }
+        self.backend.delete(Kind::Key, &target)
+    }
+
+    /// Replaces the key in use with a new one (`key passwd`).
+    pub fn change_key(&self, new: &NewKey) -> Result<Id> {
+        let id = self.add_key(new)?;
+        self.backend.delete(Kind::Key, &self.key_id.to_hex())?;
+        Ok(id)
+    }
+
+    /// Where blob `id` is stored.
+    pub fn lookup(&self, id: &Id) -> Result<Option<BlobLocation>> {
+        self.index()?.lookup(id)
+    }
+
+    /// Reads, decrypts and verifies one blob.
+    pub fn read_blob(&self, id: &Id) -> Result<Vec<u8>> {
+        let loc = self
+            .lookup(id)?
+            .ok_or_else(|| Error::MissingBlob(id.to_hex()))?;
+        let e = loc.entry;
+        let name = loc.pack.to_hex();
+        let stored = self
+            .backend
+            .read_range(Kind::Pack, &name, e.offset, e.stored_len as u64)?;
+        pack::open_blob(
+            &self.keys,
+            &format!("blob {id} in {}", Kind::Pack.path(&name)),
+            &e,
+            &stored,
+        )
+    }
+
+    /// A packer for writing new blobs.
+    pub fn packer(&self) -> Result<Packer<'_>> {
+        let level = self.config.compression_level;
+        let compressor = zstd::bulk::Compressor::new(level)
+            .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
+        Ok(Packer {
+            repo: self,
+            writer: PackWriter::default(),
+            in_pack: HashSet::new(),
+            unsegmented: Vec::new(),
+            compressor,
+            packs_per_segment: 8,
+            stats: PackerStats::default(),
+        })
+    }
+
+    /// Finds packs that no index segment lists (left by a run that died before
+    /// writing its segment), reads their headers and indexes them in a new
+    /// segment, so their blobs are reused instead of stored again.
+    pub fn index_orphan_packs(&self) -> Result<usize> {
+        let listed = self.backend.list(Kind::Pack)?;
+        let known: HashSet<Id> = self
+            .index()?
+            .packs()?
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        let mut seg = IndexSegment::default();
+        for e in listed {
+            let Ok(id) = Id::from_hex(&e.name) else {
+                continue;
+            };
+            if known.contains(&id) {
+                continue;
+            }
+            match self.read_pack_header(&id, e.size) {
+                Ok(blobs) => seg.packs.push(IndexPack {
+                    id,
+                    size: e.size,
+                    blobs,
+                }),
+                // A damaged orphan is reported by `check`; skip it here.
+                Err(Error::Corrupt { .. }) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        let n = seg.packs.len();
+        if n > 0 {
+            let sid = index::write_segment(self.backend.as_ref(), &self.keys, &seg)?;
+            self.index()?.absorb(&sid, &seg)?;
+        }
+        Ok(n)
+    }
+
+    /// Reads and decodes the header of pack `id` of `size` bytes.
+    pub fn read_pack_header(&self, id: &Id, size: u64) -> Result<Vec<pack::PackEntry>> {
+        let name = id.to_hex();
+        let what = Kind::Pack.path(&name);
+        if size < pack::TRAILER_LEN as u64 {
+            return Err(Error::corrupt(&what, "pack shorter than its trailer"));
+        }
+        let t = self.backend.read_range(
+            Kind::Pack,
+            &name,
+            size - pack::TRAILER_LEN as u64,
+            pack::TRAILER_LEN as u64,
+        )?;
+        let (off, hlen) = pack::parse_trailer(&what, size, &t)?;
+        let sealed = self
+            .backend
+            .read_range(Kind::Pack, &name, off, hlen as u64)?;
+        pack::open_header(&self.keys, &what, &sealed, off)
+    }
+
+    /// Rebuilds `index/` from pack headers alone (`repair index`): writes one
+    /// new segment for all readable packs, then removes the old segments.
+    pub fn repair_index(&self) -> Result<RepairReport> {
+        let mut report = RepairReport::default();
+        let old = self.backend.list(Kind::Index)?;
+        let mut seg = IndexSegment::default();
+        let mut written = Vec::new();
+        for e in self.backend.list(Kind::Pack)? {
+            let Ok(id) = Id::from_hex(&e.name) else {
+                report
+                    .problems
+                    .push(format!("{}: name is not an id", Kind::Pack.path(&e.name)));
+                continue;
+            };
+            match self.read_pack_header(&id, e.size) {
+                Ok(blobs) => {
+                    report.packs += 1;
+                    report.blobs += blobs.len();
+                    seg.packs.push(IndexPack {
+                        id,
+                        size: e.size,
+                        blobs,
+                    });
+                }
+                Err(err) => report.problems.push(err.to_string()),
+            }
+            if seg.packs.len() >= 4096 {
+                written.push(index::write_segment(
+                    self.backend.as_ref(),
+                    &self.keys,
+                    &seg,
+                )?);
+                seg = IndexSegment::default();
+            }
+        }
+        if !seg.packs.is_empty() {
+            written.push(index::write_segment(
+                self.backend.as_ref(),
+                &self.keys,
+                &seg,
+            )?);
+        }
+        let keep: HashSet<String> = written.iter().map(Id::to_hex).collect();
+        for e in old {
+            if !keep.contains(&e.name) {
+                self.backend.delete(Kind::Index, &e.name)?;
+            }
+        }
+        self.index()?.clear()?;
+        self.sync_index()?;
+        Ok(report)
+    }
+}
+
+/// What `repair index` found.
+#[derive(Debug, Default, Serialize)]
+pub struct RepairReport {
+    pub packs: usize,
+    pub blobs: usize,
+    pub problems: Vec<String>,
+}
+
+/// Counters kept by a [`Packer`].
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct PackerStats {
+    pub blobs_added: u64,
+    pub bytes_added_plain: u64,
+    pub bytes_added_stored: u64,
+    pub packs_written: u64,
+}
+
+/// Writes new blobs into packs, deduplicating against the index and the
+/// pack being filled, and flushes an index segment every few packs so a run
+/// that dies leaves its uploaded data reusable.
+pub struct Packer<'r> {
+    repo: &'r Repository,
+    writer: PackWriter,
+    in_pack: HashSet<Id>,
+    unsegmented: Vec<IndexPack>,
+    compressor: zstd::bulk::Compressor<'static>,
+    packs_per_segment: usize,
+    /// What this packer stored.
+    pub stats: PackerStats,
+}
+
+impl Packer<'_> {
+    /// Whether blob `id` is already stored or queued.
+    pub fn has(&self, id: &Id) -> Result<bool> {
+        Ok(self.in_pack.contains(id) || self.repo.index()?.contains(id)?)
+    }
+
+    /// Stores `plain` as a blob of type `ty` unless it is already there.
+    /// Returns its ID and whether it was new.
+    pub fn add(&mut self, ty: BlobType, plain: &[u8]) -> Result<(Id, bool)> {
+        let id = self.repo.keys.blob_id(plain);
+        if self.has(&id)? {
+            return Ok((id, false));
+        }
+        let level_compress = self.repo.config.compression_level != 0 || ty == BlobType::Tree;
+        let prepared = pack::prepare_blob(
+            &self.repo.keys,
+            level_compress.then_some(&mut self.compressor),
+            ty,
+            id,
+            plain,
+        )?;
+        self.add_prepared(prepared)?;
+        Ok((id, true))
+    }
+
+    /// Appends a blob prepared elsewhere (by a worker); skips duplicates.
+    pub fn add_prepared(&mut self, b: PreparedBlob) -> Result<bool> {
+        if self.in_pack.contains(&b.id) || self.repo.index()?.contains(&b.id)? {
+            return Ok(false);
+        }
+        self.stats.blobs_added += 1;
+        self.stats.bytes_added_plain += b.plain_len as u64;
+        self.stats.bytes_added_stored += b.stored.len() as u64;
+        self.in_pack.insert(b.id);
+        self.writer.add(b);
+        if self.writer.size() >= self.repo.config.pack_size as usize {
+            self.flush_pack()?;
+        }
+        Ok(true)
+    }
+
+    /// Writes the pack being filled, if any.
+    pub fn flush_pack(&mut self) -> Result<()> {
+        if self.writer.is_empty() {
+            return Ok(());
+        }
+        let w = std::mem::take(&mut self.writer);
+        let p = w.finish(&self.repo.keys)?;
+        self.repo
+            .backend
+            .write(Kind::Pack, &p.id.to_hex(), &p.bytes)?;
+        let ip = IndexPack {
+            id: p.id,
+            size: p.bytes.len() as u64,
+            blobs: p.entries,
+        };
+        self.repo.index()?.add_pending_pack(&ip)?;
+        self.unsegmented.push(ip);
+        self.in_pack.clear();
+        self.stats.packs_written += 1;
+        self.stats.bytes_added_stored += pack::TRAILER_LEN as u64;
+        if self.unsegmented.len() >= self.packs_per_segment {
+            self.flush_segment()?;
+        }
+        Ok(())
+    }
+
+    /// Writes an index segment for the packs written since the last one.
+    pub fn flush_segment(&mut self) -> Result<()> {
+        if self.unsegmented.is_empty() {
+            return Ok(());
+        }
+        let seg = IndexSegment {
+            packs: std::mem::take(&mut self.unsegmented),
+        };
+        let sid = index::write_segment(self.repo.backend.as_ref(), &self.repo.keys, &seg)?;
+        let ids: Vec<Id> = seg.packs.iter().map(|p| p.id).collect();
+        self.repo.index()?.commit_segment(&sid, &ids)?;
+        Ok(())
+    }
+
+    /// Flushes everything: the open pack, then its index segment.
+    pub fn finish(mut self) -> Result<PackerStats> {
+        self.flush_pack()?;
+        self.flush_segment()?;
+        Ok(self.stats)
+    }
+}

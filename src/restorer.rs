@@ -1,0 +1,604 @@
+//! Restore: recreates a snapshot's tree under a target directory.
+//!
+//! Files are planned in batches and their chunks grouped by pack, so each
+//! pack region is read once; blobs are decrypted, decompressed and re-hashed
+//! against their IDs in parallel and written with positioned writes into
+//! pre-sized temporary files, skipping all-zero chunks so sparse files stay
+//! sparse. A finished file is renamed into place, so an interrupted restore
+//! never leaves a partial file under a real name.
+//!
+//! The snapshot and the target are untrusted: names are checked (no `..`,
+//! `/` or NUL), every directory on the way is verified to be a real
+//! directory (a symlink there is removed, never followed), and files are
+//! created with `O_NOFOLLOW | O_EXCL`. Nothing is written outside the target.
+
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::index::BlobLocation;
+use crate::pack;
+use crate::repository::Repository;
+use crate::snapshot::Snapshot;
+use crate::tree::{Node, NodeKind, is_safe_name};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::ErrorKind;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// What to do with a file that already exists in the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Overwrite {
+    /// Replace it.
+    Always,
+    /// Replace it unless its size and mtime already match the snapshot.
+    IfChanged,
+    /// Leave it and report it as skipped (the default: a restore never
+    /// destroys data that is not in the snapshot unless asked to).
+    Never,
+}
+
+/// Restore options.
+#[derive(Clone, Debug)]
+pub struct RestoreOptions {
+    pub target: PathBuf,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub dry_run: bool,
+    pub overwrite: Overwrite,
+    pub numeric_owner: bool,
+}
+
+/// What a restore did.
+#[derive(Debug, Default)]
+pub struct RestoreReport {
+    pub files: u64,
+    pub dirs: u64,
+    pub bytes: u64,
+    /// Paths left alone (already present, or not restorable such as sockets).
+    pub skipped: Vec<String>,
+    /// Paths that failed, with the reason.
+    pub errors: Vec<String>,
+}
+
+const BATCH_FILES: usize = 256;
+const BATCH_BYTES: u64 = 256 << 20;
+/// Two blobs closer than this in a pack are fetched in one read.
+const COALESCE_GAP: u64 = 256 << 10;
+/// Largest single read from a pack.
+const MAX_READ: u64 = 32 << 20;
+
+/// Per pack: blob offset → (location, every (file, offset) that needs it).
+type PackPlan = BTreeMap<Id, BTreeMap<u64, (BlobLocation, Vec<(usize, u64)>)>>;
+
+struct FileJob {
+    dest: PathBuf,
+    tmp: PathBuf,
+    file: File,
+    node: Node,
+}
+
+struct Restorer<'r> {
+    repo: &'r Repository,
+    opts: &'r RestoreOptions,
+    include: Option<GlobSet>,
+    exclude: GlobSet,
+    report: RestoreReport,
+    batch: Vec<FileJob>,
+    batch_bytes: u64,
+    dirs: Vec<(PathBuf, Node)>,
+    /// (device, inode) of multiply-linked files → first restored path.
+    hardlinks: HashMap<(u64, u64), PathBuf>,
+    /// Hard links to create after all content is written.
+    links: Vec<(PathBuf, PathBuf, String)>,
+    is_root: bool,
+}
+
+fn globset(pats: &[String]) -> Result<GlobSet> {
+    let mut b = GlobSetBuilder::new();
+    for p in pats {
+        let g = GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| Error::Usage(format!("invalid pattern {p:?}: {e}")))?;
+        b.add(g);
+        if !p.contains('/') {
+            // A bare name matches that name anywhere.
+            if let Ok(g) = GlobBuilder::new(&format!("**/{p}"))
+                .literal_separator(true)
+                .build()
+            {
+                b.add(g);
+            }
+        }
+    }
+    b.build()
+        .map_err(|e| Error::Usage(format!("patterns: {e}")))
+}
+
+/// Restores `snap` (or its subtree `sub`) into `opts.target`.
+pub fn restore(
+    repo: &Repository,
+    snap: &Snapshot,
+    sub: Option<&str>,
+    opts: &RestoreOptions,
+) -> Result<RestoreReport> {
+    let root = match sub {
+        Some(s) => crate::diff::tree_at(repo, snap.tree, s)?,
+        None => snap.tree,
+    };
+    if !opts.dry_run {
+        match fs::symlink_metadata(&opts.target) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) if m.file_type().is_symlink() && opts.target.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::Usage(format!(
+                    "target {} exists and is not a directory",
+                    opts.target.display()
+                )));
+            }
+            Err(_) => fs::create_dir_all(&opts.target).map_err(|e| Error::io(&opts.target, e))?,
+        }
+    }
+    let mut r = Restorer {
+        repo,
+        opts,
+        include: if opts.include.is_empty() {
+            None
+        } else {
+            Some(globset(&opts.include)?)
+        },
+        exclude: globset(&opts.exclude)?,
+        report: RestoreReport::default(),
+        batch: Vec::new(),
+        batch_bytes: 0,
+        dirs: Vec::new(),
+        hardlinks: HashMap::new(),
+        links: Vec::new(),
+        is_root: nix::unistd::geteuid().is_root(),
+    };
+    r.tree(&root, &opts.target.clone(), "", false)?;
+    r.flush()?;
+    for (existing, dest, shown) in std::mem::take(&mut r.links) {
+        if let Err(e) = r.make_hardlink(&existing, &dest) {
+            r.report
+                .errors
+                .push(format!("{shown}: cannot create hard link: {e}"));
+        }
+    }
+    // Directory metadata last, deepest first, so writing contents cannot disturb it.
+    for (path, node) in std::mem::take(&mut r.dirs).into_iter().rev() {
+        if let Err(e) = r.apply_meta(&path, &node) {
+            r.report.errors.push(format!("{}: {e}", path.display()));
+        }
+    }
+    Ok(r.report)
+}
+
+impl Restorer<'_> {
+    fn selected(&self, rel: &str, ancestor_included: bool) -> (bool, bool) {
+        let excluded =
+            self.exclude.is_match(rel) || self.exclude.is_match(rel.trim_start_matches('/'));
+        if excluded {
+            return (false, false);
+        }
+        let included = ancestor_included
+            || match &self.include {
+                None => true,
+                Some(g) => g.is_match(rel) || g.is_match(rel.trim_start_matches('/')),
+            };
+        (true, included)
+    }
+
+    fn tree(&mut self, id: &Id, dir: &Path, rel: &str, ancestor_included: bool) -> Result<()> {
+        let t = match crate::diff::load_tree(self.repo, id) {
+            Ok(t) => t,
+            Err(e) => {
+                self.report
+                    .errors
+                    .push(format!("{}: {e}", if rel.is_empty() { "/" } else { rel }));
+                return Ok(());
+            }
+        };
+        for n in t.nodes {
+            let shown = format!("{rel}/{}", n.name_lossy());
+            if !is_safe_name(&n.name) {
+                self.report.errors.push(format!(
+                    "{shown:?}: refusing an unsafe name from the snapshot"
+                ));
+                continue;
+            }
+            let (visible, included) = self.selected(&shown, ancestor_included);
+            if !visible {
+                continue;
+            }
+            let dest = dir.join(OsStr::from_bytes(&n.name));
+            if n.kind == NodeKind::Dir {
+                if included
+                    && !self.opts.dry_run
+                    && let Err(e) = safe_mkdir(&dest)
+                {
+                    self.report.errors.push(format!("{shown}: {e}"));
+                    continue;
+                }
+                if let Some(s) = n.subtree {
+                    if !included && !self.opts.dry_run {
+                        // Create it only if something below is included.
+                        if let Err(e) = safe_mkdir(&dest) {
+                            self.report.errors.push(format!("{shown}: {e}"));
+                            continue;
+                        }
+                    }
+                    self.tree(&s, &dest, &shown, included)?;
+                }
+                if included {
+                    self.report.dirs += 1;
+                    if !self.opts.dry_run {
+                        self.dirs.push((dest, n));
+                    }
+                } else if !self.opts.dry_run {
+                    // Remove it again if nothing below was restored.
+                    let _ = fs::remove_dir(&dest);
+                }
+                continue;
+            }
+            if !included {
+                continue;
+            }
+            if let Err(e) = self.entry(&dest, &shown, n) {
+                self.report.errors.push(format!("{shown}: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides about an existing entry; returns false to skip the node.
+    fn clear_existing(&mut self, dest: &Path, shown: &str, n: &Node) -> std::io::Result<bool> {
+        let md = match fs::symlink_metadata(dest) {
+            Ok(m) => m,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(e),
+        };
+        let ft = md.file_type();
+        if ft.is_symlink() {
+            // Replaced, never followed.
+            fs::remove_file(dest)?;
+            return Ok(true);
+        }
+        if ft.is_dir() {
+            self.report
+                .skipped
+                .push(format!("{shown}: a directory is in the way"));
+            return Ok(false);
+        }
+        let same = ft.is_file()
+            && n.kind == NodeKind::File
+            && md.len() == n.size
+            && md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128 == n.mtime_ns as i128;
+        let replace = match self.opts.overwrite {
+            Overwrite::Always => true,
+            Overwrite::IfChanged => !same,
+            Overwrite::Never => false,
+        };
+        if !replace {
+            self.report.skipped.push(format!(
+                "{shown}: already exists{}",
+                if same { " (unchanged)" } else { "" }
+            ));
+            return Ok(false);
+        }
+        if !ft.is_file() {
+            fs::remove_file(dest)?;
+        }
+        Ok(true)
+    }
+
+    fn entry(&mut self, dest: &Path, shown: &str, n: Node) -> Result<()> {
+        if n.kind == NodeKind::Socket {
+            self.report
+                .skipped
+                .push(format!("{shown}: sockets are recorded but not restored"));
+            return Ok(());
+        }
+        if self.opts.dry_run {
+            if n.kind == NodeKind::File {
+                self.report.files += 1;
+                self.report.bytes += n.size;
+            }
+            return Ok(());
+        }
+        if !self
+            .clear_existing(dest, shown, &n)
+            .map_err(|e| Error::io(dest, e))?
+        {
+            return Ok(());
+        }
+        if n.kind == NodeKind::File && n.links > 1 {
+            let key = (n.device, n.inode);
+            if let Some(first) = self.hardlinks.get(&key) {
+                self.links
+                    .push((first.clone(), dest.to_path_buf(), shown.to_string()));
+                self.report.files += 1;
+                return Ok(());
+            }
+            self.hardlinks.insert(key, dest.to_path_buf());
+        }
+        match n.kind {
+            NodeKind::File => self.queue_file(dest, n)?,
+            NodeKind::Symlink => {
+                std::os::unix::fs::symlink(OsStr::from_bytes(&n.link_target), dest)
+                    .map_err(|e| Error::io(dest, e))?;
+                self.apply_meta(dest, &n)?;
+            }
+            NodeKind::Fifo => {
+                nix::unistd::mkfifo(dest, nix::sys::stat::Mode::from_bits_truncate(0o600))
+                    .map_err(|e| Error::io(dest, e.into()))?;
+                self.apply_meta(dest, &n)?;
+            }
+            NodeKind::CharDev | NodeKind::BlockDev => {
+                let kind = if n.kind == NodeKind::CharDev {
+                    nix::sys::stat::SFlag::S_IFCHR
+                } else {
+                    nix::sys::stat::SFlag::S_IFBLK
+                };
+                nix::sys::stat::mknod(
+                    dest,
+                    kind,
+                    nix::sys::stat::Mode::from_bits_truncate(0o600),
+                    n.rdev as _,
+                )
+                .map_err(|e| Error::io(dest, e.into()))?;
+                self.apply_meta(dest, &n)?;
+            }
+            NodeKind::Dir | NodeKind::Socket => {}
+        }
+        Ok(())
+    }
+
+    fn queue_file(&mut self, dest: &Path, n: Node) -> Result<()> {
+        let dir = dest.parent().unwrap_or(Path::new("."));
+        let mut rnd = [0u8; 8];
+        crate::crypto::fill_random(&mut rnd)?;
+        let tmp = dir.join(format!(".larder-restore-{}", hex::encode(rnd)));
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
+        file.set_len(n.size).map_err(|e| Error::io(&tmp, e))?;
+        self.batch_bytes += n.size;
+        self.batch.push(FileJob {
+            dest: dest.to_path_buf(),
+            tmp,
+            file,
+            node: n,
+        });
+        if self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the content of every queued file, pack by pack.
+    fn flush(&mut self) -> Result<()> {
+        let jobs = std::mem::take(&mut self.batch);
+        self.batch_bytes = 0;
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let failed: Vec<Mutex<Option<String>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+        // pack → blob offset → (location, targets)
+        let mut plan: PackPlan = BTreeMap::new();
+        for (j, job) in jobs.iter().enumerate() {
+            let mut off = 0u64;
+            for c in &job.node.content {
+                match self.repo.lookup(c)? {
+                    Some(loc) => {
+                        plan.entry(loc.pack)
+                            .or_default()
+                            .entry(loc.entry.offset)
+                            .or_insert_with(|| (loc, Vec::new()))
+                            .1
+                            .push((j, off));
+                        off += loc.entry.plain_len as u64;
+                    }
+                    None => {
+                        set_failed(
+                            &failed[j],
+                            format!("data blob {c} is missing from the repository"),
+                        );
+                        break;
+                    }
+                }
+            }
+            if off != job.node.size && lock_is_none(&failed[j]) {
+                set_failed(
+                    &failed[j],
+                    format!(
+                        "chunks add up to {off} bytes, the file has {}",
+                        job.node.size
+                    ),
+                );
+            }
+        }
+        let repo = self.repo;
+        plan.into_par_iter().for_each(|(pack_id, blobs)| {
+            let blobs: Vec<_> = blobs.into_values().collect();
+            let mut i = 0;
+            while i < blobs.len() {
+                // Coalesce nearby blobs into one read.
+                let start = blobs[i].0.entry.offset;
+                let mut end = start + blobs[i].0.entry.stored_len as u64;
+                let mut k = i + 1;
+                while k < blobs.len() {
+                    let e = &blobs[k].0.entry;
+                    let next_end = e.offset + e.stored_len as u64;
+                    if e.offset > end + COALESCE_GAP || next_end - start > MAX_READ {
+                        break;
+                    }
+                    end = end.max(next_end);
+                    k += 1;
+                }
+                let name = pack_id.to_hex();
+                let data = repo.backend().read_range(
+                    crate::backend::Kind::Pack,
+                    &name,
+                    start,
+                    end - start,
+                );
+                for (loc, targets) in &blobs[i..k] {
+                    let result = data.as_ref().map_err(|e| e.to_string()).and_then(|d| {
+                        let e = &loc.entry;
+                        let s = &d[(e.offset - start) as usize
+                            ..(e.offset - start + e.stored_len as u64) as usize];
+                        pack::open_blob(
+                            repo.keys(),
+                            &format!(
+                                "blob {} in {}",
+                                e.id,
+                                crate::backend::Kind::Pack.path(&name)
+                            ),
+                            e,
+                            s,
+                        )
+                        .map_err(|e| e.to_string())
+                    });
+                    match result {
+                        Ok(plain) => {
+                            let zero = plain.iter().all(|&b| b == 0);
+                            for &(j, off) in targets {
+                                if zero || !lock_is_none(&failed[j]) {
+                                    continue; // a hole: the file was pre-sized
+                                }
+                                if let Err(e) = jobs[j].file.write_all_at(&plain, off) {
+                                    set_failed(&failed[j], format!("write failed: {e}"));
+                                }
+                            }
+                        }
+                        Err(msg) => {
+                            for &(j, _) in targets {
+                                set_failed(&failed[j], msg.clone());
+                            }
+                        }
+                    }
+                }
+                i = k;
+            }
+        });
+        for (job, f) in jobs.into_iter().zip(failed) {
+            let shown = job.dest.display().to_string();
+            let err = f.into_inner().ok().flatten();
+            match err {
+                Some(msg) => {
+                    let _ = fs::remove_file(&job.tmp);
+                    self.report.errors.push(format!("{shown}: {msg}"));
+                }
+                None => {
+                    drop(job.file);
+                    let res = self.apply_meta(&job.tmp, &job.node).and_then(|()| {
+                        fs::rename(&job.tmp, &job.dest).map_err(|e| Error::io(&job.dest, e))
+                    });
+                    match res {
+                        Ok(()) => {
+                            self.report.files += 1;
+                            self.report.bytes += job.node.size;
+                        }
+                        Err(e) => {
+                            let _ = fs::remove_file(&job.tmp);
+                            self.report.errors.push(format!("{shown}: {e}"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn make_hardlink(&self, existing: &Path, dest: &Path) -> std::io::Result<()> {
+        match fs::symlink_metadata(dest) {
+            Ok(_) => fs::remove_file(dest)?,
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        fs::hard_link(existing, dest)
+    }
+
+    /// Ownership (as root), mode (not for symlinks) and times, without
+    /// following a symlink at `path`.
+    fn apply_meta(&self, path: &Path, n: &Node) -> Result<()> {
+        use nix::sys::stat::{UtimensatFlags, utimensat};
+        use nix::sys::time::TimeSpec;
+        use nix::unistd::{Gid, Uid};
+        if self.is_root {
+            let (mut uid, mut gid) = (n.uid, n.gid);
+            if !self.opts.numeric_owner {
+                if !n.user.is_empty()
+                    && let Ok(Some(u)) = nix::unistd::User::from_name(&n.user)
+                {
+                    uid = u.uid.as_raw();
+                }
+                if !n.group.is_empty()
+                    && let Ok(Some(g)) = nix::unistd::Group::from_name(&n.group)
+                {
+                    gid = g.gid.as_raw();
+                }
+            }
+            nix::unistd::fchownat(
+                nix::fcntl::AT_FDCWD,
+                path,
+                Some(Uid::from_raw(uid)),
+                Some(Gid::from_raw(gid)),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(|e| Error::io(path, e.into()))?;
+        }
+        if n.kind != NodeKind::Symlink {
+            fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(n.mode))
+                .map_err(|e| Error::io(path, e))?;
+        }
+        let ts =
+            |ns: i64| TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+        let atime = n.atime_ns.map(ts).unwrap_or(TimeSpec::UTIME_OMIT);
+        utimensat(
+            nix::fcntl::AT_FDCWD,
+            path,
+            &atime,
+            &ts(n.mtime_ns),
+            UtimensatFlags::NoFollowSymlink,
+        )
+        .map_err(|e| Error::io(path, e.into()))?;
+        Ok(())
+    }
+}
+
+fn set_failed(m: &Mutex<Option<String>>, msg: String) {
+    if let Ok(mut g) = m.lock()
+        && g.is_none()
+    {
+        *g = Some(msg);
+    }
+}
+
+fn lock_is_none(m: &Mutex<Option<String>>) -> bool {
+    m.lock().map(|g| g.is_none()).unwrap_or(false)
+}
+
+/// Makes `path` a real directory: an existing directory is kept, anything
+/// else there (a symlink, a file) is removed first, never followed.
+fn safe_mkdir(path: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => fs::remove_file(path)?,
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs::create_dir(path)?;
+    // Owner-only until its own metadata is applied at the end.
+    fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+}

@@ -1,0 +1,347 @@
+//! Tree blobs: one directory's entries (nodes), sorted by raw name bytes and
+//! encoded canonically, so the same directory always gives the same blob and
+//! the same ID. A subdirectory refers to its own tree blob by ID: a snapshot
+//! is a Merkle tree. Also owns turning `lstat` results into nodes.
+
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::object;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+
+/// The version byte in front of every tree blob.
+pub const TREE_VERSION: u8 = 1;
+
+/// The type of a filesystem entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeKind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    CharDev,
+    BlockDev,
+    Socket,
+}
+
+impl NodeKind {
+    /// One letter, as `ls -l` shows it.
+    pub fn letter(self) -> char {
+        match self {
+            NodeKind::File => '-',
+            NodeKind::Dir => 'd',
+            NodeKind::Symlink => 'l',
+            NodeKind::Fifo => 'p',
+            NodeKind::CharDev => 'c',
+            NodeKind::BlockDev => 'b',
+            NodeKind::Socket => 's',
+        }
+    }
+
+    /// A lowercase word for JSON output.
+    pub fn word(self) -> &'static str {
+        match self {
+            NodeKind::File => "file",
+            NodeKind::Dir => "dir",
+            NodeKind::Symlink => "symlink",
+            NodeKind::Fifo => "fifo",
+            NodeKind::CharDev => "chardev",
+            NodeKind::BlockDev => "blockdev",
+            NodeKind::Socket => "socket",
+        }
+    }
+}
+
+/// One extended attribute.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Xattr {
+    #[serde(with = "serde_bytes")]
+    pub name: Vec<u8>,
+    #[serde(with = "serde_bytes")]
+    pub value: Vec<u8>,
+}
+
+/// One directory entry with its metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// Raw name bytes (non-UTF-8 names survive).
+    #[serde(with = "serde_bytes")]
+    pub name: Vec<u8>,
+    pub kind: NodeKind,
+    /// Permission bits including setuid/setgid/sticky (st_mode & 0o7777).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+    pub group: String,
+    /// Nanoseconds since the Unix epoch.
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    /// Only recorded with `--with-atime`.
+    pub atime_ns: Option<i64>,
+    pub size: u64,
+    pub inode: u64,
+    pub device: u64,
+    pub links: u64,
+    /// Device number for character and block devices.
+    pub rdev: u64,
+    /// Symlink target bytes, empty otherwise.
+    #[serde(with = "serde_bytes")]
+    pub link_target: Vec<u8>,
+    /// A file's chunk IDs, in order.
+    pub content: Vec<Id>,
+    /// A directory's tree blob.
+    pub subtree: Option<Id>,
+    /// Extended attributes, sorted by name.
+    pub xattrs: Vec<Xattr>,
+}
+
+impl Node {
+    /// The name as text (lossy for non-UTF-8 names), for display.
+    pub fn name_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.name).into_owned()
+    }
+
+    /// Whether metadata other than content differs (for `diff --metadata`).
+    /// Returns the names of the fields that differ.
+    pub fn metadata_changes(&self, other: &Node) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.mode != other.mode {
+            v.push("mode");
+        }
+        if self.uid != other.uid || self.user != other.user {
+            v.push("uid");
+        }
+        if self.gid != other.gid || self.group != other.group {
+            v.push("gid");
+        }
+        if self.mtime_ns != other.mtime_ns {
+            v.push("mtime");
+        }
+        if self.ctime_ns != other.ctime_ns {
+            v.push("ctime");
+        }
+        if self.inode != other.inode {
+            v.push("inode");
+        }
+        if self.xattrs != other.xattrs {
+            v.push("xattrs");
+        }
+        v
+    }
+}
+
+/// A directory: its nodes, sorted by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Sorts nodes (and their xattrs) into canonical order.
+    pub fn canonicalize(&mut self) {
+        self.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        for n in &mut self.nodes {
+            n.xattrs.sort();
+        }
+    }
+
+    /// The canonical blob bytes: version byte, then postcard.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut out = vec![TREE_VERSION];
+        out.extend_from_slice(&object::encode(self)?);
+        Ok(out)
+    }
+
+    /// Decodes a tree blob, checking its version, order and names.
+    pub fn decode(what: &str, bytes: &[u8]) -> Result<Tree> {
+        match bytes.first() {
+            Some(&TREE_VERSION) => {}
+            Some(v) => {
+                return Err(Error::corrupt(
+                    what,
+                    format!("tree blob version {v} is not supported"),
+                ));
+            }
+            None => return Err(Error::corrupt(what, "empty tree blob")),
+        }
+        let t: Tree = object::decode(what, &bytes[1..])?;
+        for w in t.nodes.windows(2) {
+            if w[0].name >= w[1].name {
+                return Err(Error::corrupt(
+                    what,
+                    "tree entries not sorted or duplicated",
+                ));
+            }
+        }
+        Ok(t)
+    }
+
+    /// The node named `name`.
+    pub fn find(&self, name: &[u8]) -> Option<&Node> {
+        self.nodes
+            .binary_search_by(|n| n.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| &self.nodes[i])
+    }
+}
+
+/// Whether `name` is safe to create inside a directory: not empty, not `.`
+/// or `..`, no `/` and no NUL. Restore refuses any other name.
+pub fn is_safe_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/') && !name.contains(&0)
+}
+
+/// Caches uid/gid → name lookups for one run.
+#[derive(Default)]
+pub struct Owners {
+    users: HashMap<u32, String>,
+    groups: HashMap<u32, String>,
+}
+
+impl Owners {
+    /// The user name for `uid` (empty if unknown).
+    pub fn user(&mut self, uid: u32) -> String {
+        self.users
+            .entry(uid)
+            .or_insert_with(|| user_name(uid).unwrap_or_default())
+            .clone()
+    }
+
+    /// The group name for `gid` (empty if unknown).
+    pub fn group(&mut self, gid: u32) -> String {
+        self.groups
+            .entry(gid)
+            .or_insert_with(|| {
+                nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+                    .ok()
+                    .flatten()
+                    .map(|g| g.name)
+                    .unwrap_or_default()
+            })
+            .clone()
+    }
+}
+
+/// The name of user `uid`, if the system knows it.
+pub fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+}
+
+/// The uid of this process.
+pub fn current_uid() -> u32 {
+    nix::unistd::getuid().as_raw()
+}
+
+/// Builds a node (without content, subtree or link target) from metadata.
+pub fn node_from_metadata(
+    name: Vec<u8>,
+    md: &std::fs::Metadata,
+    owners: &mut Owners,
+    with_atime: bool,
+) -> Node {
+    let ft = md.file_type();
+    use std::os::unix::fs::FileTypeExt;
+    let kind = if ft.is_dir() {
+        NodeKind::Dir
+    } else if ft.is_symlink() {
+        NodeKind::Symlink
+    } else if ft.is_fifo() {
+        NodeKind::Fifo
+    } else if ft.is_char_device() {
+        NodeKind::CharDev
+    } else if ft.is_block_device() {
+        NodeKind::BlockDev
+    } else if ft.is_socket() {
+        NodeKind::Socket
+    } else {
+        NodeKind::File
+    };
+    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+    Node {
+        name,
+        kind,
+        mode: md.mode() & 0o7777,
+        uid: md.uid(),
+        gid: md.gid(),
+        user: owners.user(md.uid()),
+        group: owners.group(md.gid()),
+        mtime_ns: ns(md.mtime(), md.mtime_nsec()),
+        ctime_ns: ns(md.ctime(), md.ctime_nsec()),
+        atime_ns: with_atime.then(|| ns(md.atime(), md.atime_nsec())),
+        size: if kind == NodeKind::File { md.size() } else { 0 },
+        inode: md.ino(),
+        device: md.dev(),
+        links: md.nlink(),
+        rdev: if matches!(kind, NodeKind::CharDev | NodeKind::BlockDev) {
+            md.rdev()
+        } else {
+            0
+        },
+        link_target: Vec::new(),
+        content: Vec::new(),
+        subtree: None,
+        xattrs: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &[u8]) -> Node {
+        Node {
+            name: name.to_vec(),
+            kind: NodeKind::File,
+            mode: 0o644,
+            uid: 1,
+            gid: 2,
+            user: "u".into(),
+            group: "g".into(),
+            mtime_ns: 1,
+            ctime_ns: 2,
+            atime_ns: None,
+            size: 3,
+            inode: 4,
+            device: 5,
+            links: 1,
+            rdev: 0,
+            link_target: vec![],
+            content: vec![Id([9; 32])],
+            subtree: None,
+            xattrs: vec![],
+        }
+    }
+
+    #[test]
+    fn canonical_encoding_is_order_independent() {
+        let mut a = Tree {
+            nodes: vec![node(b"b"), node(b"a\xff")],
+        };
+        let mut b = Tree {
+            nodes: vec![node(b"a\xff"), node(b"b")],
+        };
+        a.canonicalize();
+        b.canonicalize();
+        assert_eq!(a.encode().unwrap(), b.encode().unwrap());
+        let back = Tree::decode("t", &a.encode().unwrap()).unwrap();
+        assert_eq!(back, a);
+        assert_eq!(back.find(b"a\xff").unwrap().name, b"a\xff");
+    }
+
+    #[test]
+    fn unsorted_or_unsafe_rejected() {
+        let t = Tree {
+            nodes: vec![node(b"b"), node(b"a")],
+        };
+        assert!(Tree::decode("t", &t.encode().unwrap()).is_err());
+        assert!(!is_safe_name(b".."));
+        assert!(!is_safe_name(b"a/b"));
+        assert!(!is_safe_name(b""));
+        assert!(is_safe_name(b"..."));
+    }
+}

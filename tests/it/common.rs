@@ -1,0 +1,84 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use larder::backend::LocalBackend;
+use larder::keys::{Credential, NewKey};
+use larder::repository::{InitOptions, Repository};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The passphrase used by tests.
+pub const PASS: &str = "correct horse battery staple";
+
+/// A low scrypt work factor so tests stay fast.
+pub const TEST_WF: u8 = 10;
+
+/// A temporary repository and cache directory.
+pub struct TestRepo {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestRepo {
+    pub fn new() -> Self {
+        TestRepo {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    pub fn repo_path(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+    pub fn cache_path(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+    pub fn backend(&self) -> Arc<LocalBackend> {
+        Arc::new(LocalBackend::new(self.repo_path()))
+    }
+    /// Creates the repository with small packs and chunks.
+    pub fn init(&self) -> Repository {
+        let opts = InitOptions {
+            chunker: larder::chunker::ChunkerParams {
+                min: 4096,
+                avg: 16384,
+                max: 65536,
+                level: 1,
+            },
+            compression_level: 3,
+            pack_size: 1 << 20,
+        };
+        Repository::init(
+            self.backend(),
+            &NewKey::Passphrase {
+                pass: PASS.to_string().into(),
+                work_factor: TEST_WF,
+            },
+            &opts,
+            &self.cache_path(),
+        )
+        .unwrap()
+    }
+    pub fn open(&self) -> larder::Result<Repository> {
+        Repository::open(
+            self.backend(),
+            &Credential::passphrase(PASS),
+            &self.cache_path(),
+        )
+    }
+}
+
+/// Path of the built `larder` binary.
+pub fn larder_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_larder"))
+}
+
+/// A `larder` command with the repository, password and cache set.
+pub fn larder(repo: &Path, cache: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(larder_bin());
+    c.env("LARDER_REPOSITORY", repo)
+        .env("LARDER_PASSWORD", PASS)
+        .env("LARDER_CACHE_DIR", cache)
+        .env("LARDER_KDF_WORK_FACTOR", TEST_WF.to_string())
+        .env_remove("LARDER_PASSWORD_FILE")
+        .env_remove("LARDER_PASSWORD_COMMAND");
+    c
+}

@@ -1,0 +1,6 @@
+//! Integration tests, one binary: each module covers one capability.
+
+mod common;
+mod repo_core;
+mod untrusted;
+mod vectors;
