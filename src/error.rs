@@ -34,9 +34,10 @@ pub enum Error {
     RepositoryExists(String),
     /// The repository needs a newer (or older) larder.
     #[error(
-        "repository format version {found} is not supported by this larder (it reads version {supported}); {hint}"
+        "{object}: format version {found} is not supported by this larder (it reads version {supported}); {hint}"
     )]
     UnsupportedVersion {
+        object: String,
         found: u32,
         supported: u32,
         hint: &'static str,

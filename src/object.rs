@@ -66,16 +66,22 @@ pub fn check_header(what: &str, ty: ObjectType, bytes: &[u8]) -> Result<()> {
     }
     if bytes[5] != FORMAT_VERSION {
         return Err(Error::UnsupportedVersion {
+            object: what.to_string(),
             found: bytes[5] as u32,
             supported: FORMAT_VERSION as u32,
-            hint: if bytes[5] > FORMAT_VERSION {
-                "upgrade larder to open it"
-            } else {
-                "it was written by an unsupported old format"
-            },
+            hint: version_hint(bytes[5]),
         });
     }
     Ok(())
+}
+
+/// What to tell a user about an unknown format version.
+pub fn version_hint(found: u8) -> &'static str {
+    if found > FORMAT_VERSION {
+        "upgrade larder to open it"
+    } else {
+        "it was written by an unsupported old format"
+    }
 }
 
 /// Builds the clear header for `ty`.

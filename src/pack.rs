@@ -239,6 +239,7 @@ pub fn decode_header(what: &str, plain: &[u8], data_len: u64) -> Result<Vec<Pack
         ));
     }
     let mut out = Vec::with_capacity(n);
+    let mut next_offset = 0u64;
     for i in 0..n {
         let b = &plain[4 + i * ENTRY_LEN..4 + (i + 1) * ENTRY_LEN];
         let ty = BlobType::from_u8(b[0]).ok_or_else(|| {
@@ -262,15 +263,22 @@ pub fn decode_header(what: &str, plain: &[u8], data_len: u64) -> Result<Vec<Pack
                 .map_err(|_| Error::corrupt(what, "entry"))?,
         );
         let compression = b[49];
-        if offset
-            .checked_add(stored_len as u64)
-            .is_none_or(|end| end > data_len)
-        {
+        // Blobs tile the data area exactly, in order, with no gaps.
+        if offset != next_offset {
             return Err(Error::corrupt(
                 what,
-                format!("entry {i} points outside the pack"),
+                format!("entry {i} starts at {offset}, expected {next_offset}"),
             ));
         }
+        next_offset = match offset.checked_add(stored_len as u64) {
+            Some(end) if end <= data_len => end,
+            _ => {
+                return Err(Error::corrupt(
+                    what,
+                    format!("entry {i} points outside the pack"),
+                ));
+            }
+        };
         if (stored_len as usize) < SEAL_OVERHEAD || plain_len > MAX_BLOB_PLAIN || compression > 1 {
             return Err(Error::corrupt(
                 what,
@@ -285,6 +293,15 @@ pub fn decode_header(what: &str, plain: &[u8], data_len: u64) -> Result<Vec<Pack
             plain_len,
             compression,
         });
+    }
+    if next_offset != data_len {
+        return Err(Error::corrupt(
+            what,
+            format!(
+                "{} bytes between the last blob and the header",
+                data_len - next_offset
+            ),
+        ));
     }
     Ok(out)
 }
@@ -303,10 +320,14 @@ pub fn parse_trailer(what: &str, pack_len: u64, trailer: &[u8]) -> Result<(u64, 
     }
     if trailer[10] != FORMAT_VERSION {
         return Err(Error::UnsupportedVersion {
+            object: what.to_string(),
             found: trailer[10] as u32,
             supported: FORMAT_VERSION as u32,
-            hint: "the pack was written by another larder format",
+            hint: crate::object::version_hint(trailer[10]),
         });
+    }
+    if trailer[11] != 0 {
+        return Err(Error::corrupt(what, "reserved trailer byte is not zero"));
     }
     let hlen = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
     let max_header = (MAX_ENTRIES * ENTRY_LEN + 4 + SEAL_OVERHEAD) as u32;

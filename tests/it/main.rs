@@ -1,6 +1,7 @@
 //! Integration tests, one binary: each module covers one capability.
 
 mod common;
+mod daily;
 mod repo_core;
 mod untrusted;
 mod vectors;

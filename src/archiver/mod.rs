@@ -8,22 +8,25 @@
 
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::pack::{self, BlobType, PreparedBlob};
-use crate::repository::{Packer, Repository};
+mod store;
+
+use crate::pack::BlobType;
+use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
 use crate::tree::{Node, NodeKind, Owners, Tree, node_from_metadata};
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use rayon::prelude::*;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use store::StoreItem;
 
 /// What to back up and how.
 #[derive(Clone, Debug, Default)]
@@ -290,17 +293,13 @@ pub fn load_tree(repo: &Repository, id: &Id) -> Result<Tree> {
     Tree::decode(&format!("tree {id}"), &bytes)
 }
 
-thread_local! {
-    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
-}
-
-/// Bytes of chunks gathered before hashing and sealing them in parallel.
-const BATCH_BYTES: usize = 16 << 20;
-
 struct Run<'r, 'p> {
     repo: &'r Repository,
     opts: &'r BackupOptions,
-    packer: Option<Packer<'r>>,
+    /// The storing stage (None in a dry run).
+    store: Option<SyncSender<StoreItem>>,
+    /// New blobs sent to the store during this run.
+    inflight: HashSet<Id>,
     parent: ParentTrees<'r>,
     owners: Owners,
     summary: Summary,
@@ -309,55 +308,43 @@ struct Run<'r, 'p> {
     chunker: crate::chunker::Chunker,
     buf: Vec<u8>,
     excluder: Arc<Excluder>,
+    /// The tree of the directory finished last (the root of a walk).
+    last_tree: Option<Tree>,
 }
 
 impl Run<'_, '_> {
-    /// Stores a batch of chunks: hash in parallel, skip known ones, seal the
-    /// new ones in parallel, then hand them to the packer in order.
-    fn store_chunks(&mut self, chunks: &[Vec<u8>]) -> Result<Vec<Id>> {
-        let keys = self.repo.keys();
-        let ids: Vec<Id> = chunks.par_iter().map(|c| keys.blob_id(c)).collect();
-        let mut todo = Vec::new();
-        for (i, id) in ids.iter().enumerate() {
-            let known = match &self.packer {
-                Some(p) => p.has(id)?,
-                None => self.repo.index()?.contains(id)?,
+    /// Stores one blob unless it is known; returns its ID.
+    fn store_blob(&mut self, ty: BlobType, data: &[u8]) -> Result<Id> {
+        let id = self.repo.keys().blob_id(data);
+        if self.inflight.contains(&id) || self.repo.index()?.contains(&id)? {
+            return Ok(id);
+        }
+        self.inflight.insert(id);
+        self.summary.data_added_plain += data.len() as u64;
+        if self.inflight.len() > 100_000 {
+            // Forget what has reached the index since: keeps memory flat.
+            let index = self.repo.index()?;
+            let mut keep = HashSet::new();
+            for i in self.inflight.drain() {
+                if !index.contains(&i)? {
+                    keep.insert(i);
+                }
+            }
+            drop(index);
+            self.inflight = keep;
+        }
+        if let Some(tx) = &self.store {
+            let item = StoreItem {
+                ty,
+                id,
+                data: data.to_vec(),
             };
-            if !known && !ids[..i].contains(id) {
-                todo.push(i);
+            if tx.send(item).is_err() {
+                // The store stage stopped; its error is reported on join.
+                return Err(Error::Usage("the storing stage stopped".into()));
             }
         }
-        if let Some(p) = &mut self.packer {
-            let level = self.repo.config().compression_level;
-            let prepared: Vec<Result<PreparedBlob>> =
-                todo.par_iter()
-                    .map(|&i| {
-                        COMPRESSOR.with(|c| {
-                            let mut c = c.borrow_mut();
-                            if c.is_none() {
-                                *c = Some(zstd::bulk::Compressor::new(level).map_err(|e| {
-                                    Error::Usage(format!("zstd level {level}: {e}"))
-                                })?);
-                            }
-                            pack::prepare_blob(
-                                keys,
-                                if level != 0 { c.as_mut() } else { None },
-                                BlobType::Data,
-                                ids[i],
-                                &chunks[i],
-                            )
-                        })
-                    })
-                    .collect();
-            for b in prepared {
-                p.add_prepared(b?)?;
-            }
-        } else {
-            for &i in &todo {
-                self.summary.data_added_plain += chunks[i].len() as u64;
-            }
-        }
-        Ok(ids)
+        Ok(id)
     }
 
     fn read_file(
@@ -393,8 +380,6 @@ impl Run<'_, '_> {
         }
         self.progress.file(path);
         let mut content = Vec::new();
-        let mut batch: Vec<Vec<u8>> = Vec::new();
-        let mut batch_bytes = 0usize;
         let mut reader = &f;
         let mut buf = std::mem::take(&mut self.buf);
         let chunker = self.chunker.clone();
@@ -403,14 +388,8 @@ impl Run<'_, '_> {
             &mut reader,
             &mut buf,
             |c| {
-                batch_bytes += c.len();
-                batch.push(c.to_vec());
-                if batch_bytes >= BATCH_BYTES {
-                    let b = std::mem::take(&mut batch);
-                    batch_bytes = 0;
-                    self.progress.bytes(b.iter().map(|c| c.len() as u64).sum());
-                    content.extend(self.store_chunks(&b)?);
-                }
+                content.push(self.store_blob(BlobType::Data, c)?);
+                self.progress.bytes(c.len() as u64);
                 Ok(())
             },
             |e| {
@@ -428,11 +407,6 @@ impl Run<'_, '_> {
                 };
             }
         };
-        if !batch.is_empty() {
-            self.progress
-                .bytes(batch.iter().map(|c| c.len() as u64).sum());
-            content.extend(self.store_chunks(&batch)?);
-        }
         self.summary.bytes_read += total;
         node.content = content;
         node.size = total;
@@ -541,9 +515,11 @@ impl Run<'_, '_> {
         {
             node.subtree = o.subtree;
             self.summary.dirs_unmodified += 1;
+            self.last_tree = Some(tree);
             return Ok(node);
         }
         node.subtree = Some(self.store_tree(&tree)?);
+        self.last_tree = Some(tree);
         if old.is_some() {
             self.summary.dirs_changed += 1;
         } else {
@@ -554,10 +530,7 @@ impl Run<'_, '_> {
 
     fn store_tree(&mut self, tree: &Tree) -> Result<Id> {
         let bytes = tree.encode()?;
-        match &mut self.packer {
-            Some(p) => Ok(p.add(BlobType::Tree, &bytes)?.0),
-            None => Ok(self.repo.keys().blob_id(&bytes)),
-        }
+        self.store_blob(BlobType::Tree, &bytes)
     }
 
     /// Backs up one absolute path; returns its node (None if excluded or unreadable).
@@ -572,13 +545,15 @@ impl Run<'_, '_> {
         if !md.is_dir() {
             return self.entry_node(root, &md);
         }
+        // Pre-order walk (a directory before its contents) so that an
+        // excluded directory is pruned before anything below it is read.
+        // Open directories wait on a stack until the walk leaves them.
         let walker = walkdir::WalkDir::new(root)
             .follow_links(false)
             .same_file_system(self.opts.one_file_system)
-            .sort_by(|a, b| a.file_name().as_bytes().cmp(b.file_name().as_bytes()))
-            .contents_first(true);
+            .sort_by(|a, b| a.file_name().as_bytes().cmp(b.file_name().as_bytes()));
         let excluder = self.excluder.clone();
-        let mut levels: Vec<Vec<Node>> = Vec::new();
+        let mut stack: Vec<OpenDir> = Vec::new();
         let mut root_node = None;
         let mut it = walker.into_iter().filter_entry(|e| {
             e.depth() == 0 || !excluder.excluded(e.path(), e.file_type().is_dir())
@@ -601,6 +576,9 @@ impl Run<'_, '_> {
                 }
             };
             let d = ent.depth();
+            while stack.last().is_some_and(|o| o.depth >= d) {
+                self.close_dir(&mut stack, &mut root_node)?;
+            }
             let md = match ent.metadata() {
                 Ok(m) => m,
                 Err(e) => {
@@ -608,24 +586,46 @@ impl Run<'_, '_> {
                     continue;
                 }
             };
-            while levels.len() <= d + 1 {
-                levels.push(Vec::new());
-            }
-            let node = if ent.file_type().is_dir() {
-                let children = std::mem::take(&mut levels[d + 1]);
-                Some(self.dir_node(ent.path(), &md, children)?)
-            } else {
-                self.entry_node(ent.path(), &md)?
-            };
-            if let Some(n) = node {
-                if d == 0 {
-                    root_node = Some(n);
-                } else {
-                    levels[d].push(n);
+            if ent.file_type().is_dir() {
+                stack.push(OpenDir {
+                    depth: d,
+                    path: ent.into_path(),
+                    md,
+                    children: Vec::new(),
+                });
+            } else if let Some(n) = self.entry_node(ent.path(), &md)? {
+                match stack.last_mut() {
+                    Some(parent) => parent.children.push(n),
+                    None => root_node = Some(n),
                 }
             }
         }
+        while !stack.is_empty() {
+            self.close_dir(&mut stack, &mut root_node)?;
+        }
         Ok(root_node)
+    }
+}
+
+/// A directory whose entries are still being walked.
+struct OpenDir {
+    depth: usize,
+    path: PathBuf,
+    md: std::fs::Metadata,
+    children: Vec<Node>,
+}
+
+impl Run<'_, '_> {
+    /// Finishes the innermost open directory: stores its tree and hands its
+    /// node to the directory above (or returns it as the walk's root).
+    fn close_dir(&mut self, stack: &mut Vec<OpenDir>, root: &mut Option<Node>) -> Result<()> {
+        let Some(o) = stack.pop() else { return Ok(()) };
+        let node = self.dir_node(&o.path, &o.md, o.children)?;
+        match stack.last_mut() {
+            Some(parent) => parent.children.push(node),
+            None => *root = Some(node),
+        }
+        Ok(())
     }
 }
 
@@ -700,70 +700,56 @@ pub fn backup(
         // Packs a killed run left without an index segment are reused.
         repo.index_orphan_packs()?;
     }
-    let mut run = Run {
-        repo,
-        opts,
-        packer: if opts.dry_run {
-            None
-        } else {
-            Some(repo.packer()?)
-        },
-        parent: ParentTrees::new(
-            repo,
-            if opts.force {
-                None
-            } else {
-                parent_id.as_ref().map(|(_, s)| s.tree)
-            },
-        ),
-        owners: Owners::default(),
-        summary: Summary::default(),
-        warnings: Vec::new(),
-        progress,
-        chunker: repo.chunker()?,
-        buf: Vec::new(),
-        excluder: Arc::new(Excluder::new(opts)?),
-    };
-    if opts.force {
+    let excluder = Arc::new(Excluder::new(opts)?);
+    let chunker = repo.chunker()?;
+    let parent_root = if opts.force {
         // --force still records the parent, it just does not trust it.
-        run.parent.root = None;
-    }
-
-    let mut top = VDir::default();
-    for p in &paths {
-        let Some(node) = run.backup_path(p)? else {
-            continue;
+        None
+    } else {
+        parent_id.as_ref().map(|(_, s)| s.tree)
+    };
+    let (root_id, mut summary, warnings, stats) = std::thread::scope(|scope| -> Result<_> {
+        let (tx, handle) = if opts.dry_run {
+            (None, None)
+        } else {
+            let (tx, h) = store::spawn(scope, repo);
+            (Some(tx), Some(h))
         };
-        let comps: Vec<Vec<u8>> = p
-            .components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n.as_bytes().to_vec()),
-                _ => None,
-            })
-            .collect();
-        let Some((last, dirs)) = comps.split_last() else {
-            // Backing up "/" itself: its entries become the root.
-            if let Some(s) = node.subtree {
-                for n in load_tree(repo, &s)?.nodes {
-                    top.entries
-                        .insert(n.name.clone(), VEntry::Real(Box::new(n)));
-                }
-            }
-            continue;
+        let mut run = Run {
+            repo,
+            opts,
+            store: tx,
+            inflight: HashSet::new(),
+            parent: ParentTrees::new(repo, parent_root),
+            owners: Owners::default(),
+            summary: Summary::default(),
+            warnings: Vec::new(),
+            progress,
+            chunker,
+            buf: Vec::new(),
+            excluder,
+            last_tree: None,
         };
-        insert_virtual(&mut top, dirs, last, node);
-    }
-    let root_tree = build_virtual(&mut run, Path::new("/"), top)?;
-    let root_id = run.store_tree(&root_tree)?;
-
-    let Run {
-        packer,
-        mut summary,
-        warnings,
-        ..
-    } = run;
-    if let Some(p) = packer {
-        let st = p.finish()?;
+        let walked = walk_paths(&mut run, &paths);
+        let Run {
+            store,
+            summary,
+            warnings,
+            ..
+        } = run;
+        drop(store);
+        let stats = match handle {
+            Some(h) => Some(
+                h.join()
+                    .map_err(|_| Error::Usage("the storing stage panicked".into()))??,
+            ),
+            None => None,
+        };
+        // An error of the store stage explains a failed send: report it first.
+        let root_id = walked?;
+        Ok((root_id, summary, warnings, stats))
+    })?;
+    if let Some(st) = stats {
         summary.data_added = st.bytes_added_stored;
         summary.data_added_plain = st.bytes_added_plain;
     }
@@ -795,6 +781,36 @@ pub fn backup(
         summary,
         warnings,
     })
+}
+
+/// Backs up every path and stores the root tree; returns its ID.
+fn walk_paths(run: &mut Run<'_, '_>, paths: &[PathBuf]) -> Result<Id> {
+    let mut top = VDir::default();
+    for p in paths {
+        let Some(node) = run.backup_path(p)? else {
+            continue;
+        };
+        let comps: Vec<Vec<u8>> = p
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.as_bytes().to_vec()),
+                _ => None,
+            })
+            .collect();
+        let Some((last, dirs)) = comps.split_last() else {
+            // Backing up "/" itself: its entries become the root.
+            if let Some(t) = run.last_tree.take() {
+                for n in t.nodes {
+                    top.entries
+                        .insert(n.name.clone(), VEntry::Real(Box::new(n)));
+                }
+            }
+            continue;
+        };
+        insert_virtual(&mut top, dirs, last, node);
+    }
+    let root_tree = build_virtual(run, Path::new("/"), top)?;
+    run.store_tree(&root_tree)
 }
 
 /// Places `node` at `dirs/last` below `v`, creating intermediate

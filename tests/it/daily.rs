@@ -1,0 +1,1349 @@
+//! The daily loop, end to end: back up, back up again, edit, diff, restore,
+//! survive corruption, hostile snapshots and a killed run; the CLI's
+//! snapshot listing, selection and restore options; backup excludes.
+
+use crate::common::{self, TestRepo};
+use larder::Id;
+use larder::archiver::{BackupOptions, BackupResult, NoProgress, backup};
+use larder::check::{CheckOptions, check};
+use larder::diff::{self, DiffEntry};
+use larder::pack::BlobType;
+use larder::repository::Repository;
+use larder::restorer::{Overwrite, RestoreOptions, RestoreReport, restore};
+use larder::snapshot::{self, Snapshot, Summary};
+use larder::tree::{Node, NodeKind, Tree};
+use std::collections::{BTreeSet, HashSet};
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, PermissionsExt, symlink};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------- helpers
+
+/// Deterministic pseudo-random bytes (splitmix64): incompressible, and
+/// different seeds share no chunks.
+fn rand_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        out.extend_from_slice(&z.to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn write(p: &Path, data: &[u8]) {
+    if let Some(d) = p.parent() {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(p, data).unwrap();
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Sets atime and mtime of `p` (not following a symlink) to `ns`.
+fn set_mtime(p: &Path, ns: i64) {
+    use nix::sys::stat::{UtimensatFlags, utimensat};
+    use nix::sys::time::TimeSpec;
+    let ts = TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+    utimensat(
+        nix::fcntl::AT_FDCWD,
+        p,
+        &ts,
+        &ts,
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .unwrap();
+}
+
+fn mtime_ns(md: &fs::Metadata) -> i64 {
+    md.mtime() * 1_000_000_000 + md.mtime_nsec()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("test paths are UTF-8")
+}
+
+fn lib_backup(repo: &Repository, paths: &[&Path]) -> BackupResult {
+    backup(
+        repo,
+        &BackupOptions {
+            paths: paths.iter().map(|p| p.to_path_buf()).collect(),
+            ..Default::default()
+        },
+        &NoProgress,
+    )
+    .unwrap()
+}
+
+fn load_snap(repo: &Repository, id: &Id) -> Snapshot {
+    snapshot::load(repo, &id.to_hex()).unwrap()
+}
+
+fn restore_opts(target: &Path, overwrite: Overwrite) -> RestoreOptions {
+    RestoreOptions {
+        target: target.to_path_buf(),
+        include: vec![],
+        exclude: vec![],
+        dry_run: false,
+        overwrite,
+        numeric_owner: false,
+    }
+}
+
+/// Restores the subtree `sub` of snapshot `id` into `target`.
+fn lib_restore(repo: &Repository, id: &Id, sub: &Path, target: &Path) -> RestoreReport {
+    let snap = load_snap(repo, id);
+    restore(
+        repo,
+        &snap,
+        Some(path_str(sub)),
+        &restore_opts(target, Overwrite::Never),
+    )
+    .unwrap()
+}
+
+/// Every path below `root` (relative, `/`-separated), recursively, not
+/// following symlinks.
+fn list_rel(root: &Path) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    fn rec(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            out.insert(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            if e.file_type().unwrap().is_dir() {
+                rec(root, &p, out);
+            }
+        }
+    }
+    rec(root, root, &mut out);
+    out
+}
+
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Compares every entry below `a` with the same entry below `b`: type,
+/// permission bits, size, nanosecond mtime, bytes, link target, and owner
+/// when running as root. Returns how many entries were compared.
+fn assert_same_tree(a: &Path, b: &Path) -> usize {
+    let mut names_a: Vec<_> = fs::read_dir(a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let mut names_b: Vec<_> = fs::read_dir(b)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names_a.sort();
+    names_b.sort();
+    assert_eq!(
+        names_a,
+        names_b,
+        "entries of {} vs {}",
+        a.display(),
+        b.display()
+    );
+    let mut n = 0;
+    for name in names_a {
+        let (pa, pb) = (a.join(&name), b.join(&name));
+        let (ma, mb) = (
+            fs::symlink_metadata(&pa).unwrap(),
+            fs::symlink_metadata(&pb).unwrap(),
+        );
+        let what = pb.display().to_string();
+        let (fa, fb) = (ma.file_type(), mb.file_type());
+        assert_eq!(
+            (fa.is_file(), fa.is_dir(), fa.is_symlink(), fa.is_fifo()),
+            (fb.is_file(), fb.is_dir(), fb.is_symlink(), fb.is_fifo()),
+            "type of {what}"
+        );
+        if !fa.is_symlink() {
+            assert_eq!(ma.mode() & 0o7777, mb.mode() & 0o7777, "mode of {what}");
+        }
+        assert_eq!(mtime_ns(&ma), mtime_ns(&mb), "mtime of {what}");
+        if is_root() {
+            assert_eq!(
+                (ma.uid(), ma.gid()),
+                (mb.uid(), mb.gid()),
+                "owner of {what}"
+            );
+        }
+        if fa.is_file() {
+            assert_eq!(ma.len(), mb.len(), "size of {what}");
+            assert!(
+                fs::read(&pa).unwrap() == fs::read(&pb).unwrap(),
+                "content of {what}"
+            );
+        }
+        if fa.is_symlink() {
+            assert_eq!(
+                fs::read_link(&pa).unwrap(),
+                fs::read_link(&pb).unwrap(),
+                "target of {what}"
+            );
+        }
+        n += 1;
+        if fa.is_dir() {
+            n += assert_same_tree(&pa, &pb);
+        }
+    }
+    n
+}
+
+/// Pack ids currently known to the index.
+fn pack_ids(repo: &Repository) -> HashSet<Id> {
+    repo.index()
+        .unwrap()
+        .packs()
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// (data blobs, tree blobs) in packs that are not in `before`.
+fn new_blobs(repo: &Repository, before: &HashSet<Id>) -> (usize, usize) {
+    let (mut data, mut trees) = (0, 0);
+    for p in pack_ids(repo).difference(before) {
+        for e in repo.index().unwrap().blobs_in_pack(p).unwrap() {
+            match e.ty {
+                BlobType::Data => data += 1,
+                _ => trees += 1,
+            }
+        }
+    }
+    (data, trees)
+}
+
+/// Runs a command; returns (exit code, stdout, stderr).
+fn run(mut c: Command) -> (i32, String, String) {
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `larder ARGS` against a repository; panics unless the exit code is `want`.
+fn cli(repo: &Path, cache: &Path, args: &[&str], want: i32) -> (String, String) {
+    let mut c = common::larder(repo, cache);
+    c.args(args);
+    let (code, out, err) = run(c);
+    assert_eq!(
+        code, want,
+        "larder {args:?} exited {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    (out, err)
+}
+
+fn json_lines(out: &str) -> Vec<serde_json::Value> {
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+/// Total bytes of complete pack files (64-hex names) under `repo/packs`.
+fn pack_files(repo: &Path) -> (usize, u64) {
+    let (mut n, mut bytes) = (0, 0);
+    let Ok(rd) = fs::read_dir(repo.join("packs")) else {
+        return (0, 0);
+    };
+    for sub in rd {
+        let sub = sub.unwrap();
+        if !sub.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let Ok(rd2) = fs::read_dir(sub.path()) else {
+            continue;
+        };
+        for f in rd2.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            if name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+                n += 1;
+                bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+    }
+    (n, bytes)
+}
+
+// ------------------------------------------------------------------ tests
+
+/// Every file type survives a backup and restore: bytes, type, mode, owner,
+/// nanosecond mtimes, symlink targets, hard links, holes, odd names.
+#[test]
+fn round_trip_every_file_type() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    fs::create_dir(&src).unwrap();
+
+    write(&src.join("empty"), b"");
+    write(&src.join("small.txt"), b"hello, larder\n");
+    write(&src.join("big.bin"), &rand_bytes(1, 1 << 20));
+    {
+        let f = fs::File::create(src.join("sparse.img")).unwrap();
+        f.set_len(2 << 20).unwrap();
+    }
+    write(&src.join("dir1/dir2/deep.txt"), b"deep");
+    fs::create_dir(src.join("emptydir")).unwrap();
+    symlink("small.txt", src.join("rel")).unwrap();
+    symlink(src.join("big.bin"), src.join("abs")).unwrap();
+    symlink("no/such/target", src.join("dangling")).unwrap();
+    write(&src.join("dirA/hl1"), b"shared by two names");
+    fs::create_dir(src.join("dirB")).unwrap();
+    fs::hard_link(src.join("dirA/hl1"), src.join("dirB/hl2")).unwrap();
+    nix::unistd::mkfifo(
+        &src.join("fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o640),
+    )
+    .unwrap();
+    let bad = src.join(OsStr::from_bytes(b"bad\xffname"));
+    write(&bad, b"a name that is not UTF-8");
+    write(&src.join("setuid"), b"#!/bin/sh\n");
+    write(&src.join("rodir/inside.txt"), b"in a read-only directory");
+
+    set_mode(&src.join("small.txt"), 0o600);
+    set_mode(&src.join("big.bin"), 0o755);
+    set_mode(&src.join("empty"), 0o444);
+    set_mode(&src.join("setuid"), 0o4755);
+    set_mode(&src.join("fifo"), 0o640);
+    set_mode(&src.join("emptydir"), 0o700);
+    set_mode(&src.join("dir1"), 0o750);
+    set_mode(&src.join("rodir"), 0o555);
+    if is_root() {
+        std::os::unix::fs::chown(src.join("small.txt"), Some(1234), Some(5678)).unwrap();
+        std::os::unix::fs::lchown(src.join("rel"), Some(4321), Some(8765)).unwrap();
+        std::os::unix::fs::chown(src.join("dir1"), Some(2222), Some(3333)).unwrap();
+    }
+
+    // Distinct nanosecond mtimes everywhere, directories after their contents.
+    fn stamp(dir: &Path, next: &mut i64) {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for p in names {
+            if fs::symlink_metadata(&p).unwrap().is_dir() {
+                stamp(&p, next);
+            }
+            *next += 1_000_000_007;
+            set_mtime(&p, *next);
+        }
+    }
+    let mut next = 1_500_000_000_123_456_789;
+    stamp(&src, &mut next);
+
+    let res = lib_backup(&repo, &[&src]);
+    assert!(res.warnings.is_empty(), "{:?}", res.warnings);
+    // empty, small, big, sparse, deep, hl1, hl2, bad, setuid, inside
+    assert_eq!(res.summary.files_new, 10, "{:?}", res.summary);
+    assert_eq!(res.summary.total_files, 10);
+    assert_eq!(
+        res.summary.total_bytes,
+        14 + (1 << 20) + (2 << 20) + 4 + 2 * 19 + 24 + 10 + 24
+    );
+    let id = res.snapshot_id.unwrap();
+
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("t");
+    let rep = lib_restore(&repo, &id, &src, &target);
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    assert!(rep.skipped.is_empty(), "{:?}", rep.skipped);
+    assert_eq!(rep.files, 10);
+
+    let compared = assert_same_tree(&src, &target);
+    assert_eq!(compared, list_rel(&src).len());
+    assert!(
+        target.join(OsStr::from_bytes(b"bad\xffname")).is_file(),
+        "non-UTF-8 name restored byte for byte"
+    );
+    assert!(
+        fs::symlink_metadata(target.join("fifo"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+    assert_eq!(
+        fs::read_link(target.join("abs")).unwrap(),
+        src.join("big.bin"),
+        "absolute symlink target kept verbatim"
+    );
+
+    let h1 = fs::metadata(target.join("dirA/hl1")).unwrap();
+    let h2 = fs::metadata(target.join("dirB/hl2")).unwrap();
+    assert_eq!(h1.ino(), h2.ino(), "hard link pair restored as one inode");
+    assert_eq!(h1.nlink(), 2);
+
+    let sp = fs::metadata(target.join("sparse.img")).unwrap();
+    assert_eq!(sp.len(), 2 << 20);
+    assert!(
+        sp.blocks() * 512 < (2 << 20) / 8,
+        "sparse file restored with {} allocated bytes for {} bytes",
+        sp.blocks() * 512,
+        sp.len()
+    );
+    if is_root() {
+        let m = fs::metadata(target.join("small.txt")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (1234, 5678));
+    }
+}
+
+/// A second backup of an unchanged tree reads no byte, stores no data and
+/// gives the same tree; a metadata-only change re-reads just that file.
+#[test]
+fn unchanged_tree_is_not_read_again() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for i in 0..6u64 {
+        write(
+            &src.join(format!("d{}/f{i}.bin", i % 3)),
+            &rand_bytes(100 + i, 40_000 + i as usize * 10_000),
+        );
+    }
+    write(&src.join("top.txt"), b"top");
+    symlink("top.txt", src.join("link")).unwrap();
+
+    let r1 = lib_backup(&repo, &[&src]);
+    assert!(r1.warnings.is_empty());
+    assert_eq!(r1.summary.files_new, 7);
+    assert!(r1.summary.bytes_read > 0);
+
+    let before = pack_ids(&repo);
+    let r2 = lib_backup(&repo, &[&src]);
+    let s = &r2.summary;
+    assert!(r2.warnings.is_empty());
+    assert_eq!(r2.parent, r1.snapshot_id, "parent is the first snapshot");
+    assert_eq!(s.total_files, 7);
+    assert_eq!(s.files_unmodified, s.total_files, "{s:?}");
+    assert_eq!((s.files_new, s.files_changed), (0, 0), "{s:?}");
+    assert_eq!(s.bytes_read, 0, "no file was read: {s:?}");
+    assert_eq!(s.total_bytes, r1.summary.total_bytes);
+    let (data, trees) = new_blobs(&repo, &before);
+    assert_eq!(data, 0, "no data blob stored by the unchanged backup");
+
+    let snap1 = load_snap(&repo, &r1.snapshot_id.unwrap());
+    let snap2 = load_snap(&repo, &r2.snapshot_id.unwrap());
+    let sub1 = diff::tree_at(&repo, snap1.tree, path_str(&src)).unwrap();
+    let sub2 = diff::tree_at(&repo, snap2.tree, path_str(&src)).unwrap();
+    assert_eq!(sub1, sub2, "the backed-up directory has the same tree id");
+    // Only the directories above the backed-up path (whose metadata other
+    // processes may touch, e.g. /tmp) can give new tree blobs.
+    assert!(trees <= src.components().count(), "{trees} new tree blobs");
+    if snap1.tree == snap2.tree {
+        assert_eq!(s.data_added, 0, "{s:?}");
+        assert_eq!(trees, 0);
+    }
+
+    // Touch one file's mtime only: it alone is re-read, its chunks are known.
+    let touched = src.join("d1/f1.bin");
+    let len = fs::metadata(&touched).unwrap().len();
+    set_mtime(&touched, 1_600_000_000_000_000_001);
+    let before = pack_ids(&repo);
+    let r3 = lib_backup(&repo, &[&src]);
+    let s = &r3.summary;
+    assert_eq!(
+        (s.files_new, s.files_changed, s.files_unmodified),
+        (0, 1, 6),
+        "{s:?}"
+    );
+    assert_eq!(s.bytes_read, len, "{s:?}");
+    assert_eq!(
+        new_blobs(&repo, &before).0,
+        0,
+        "identical content is deduplicated"
+    );
+}
+
+/// Edit, add and delete files: the next backup stores only the new chunks,
+/// counts files exactly, and `diff` names exactly the changed paths.
+#[test]
+fn edits_adds_and_deletes_are_counted_and_diffed() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let big = rand_bytes(7, 1 << 20);
+    write(&src.join("big.bin"), &big);
+    write(&src.join("a.txt"), b"to be deleted");
+    write(&src.join("keep.txt"), b"kept");
+    write(&src.join("sub/c.txt"), b"c");
+    write(&src.join("sub/d.txt"), b"to be deleted too");
+    let r1 = lib_backup(&repo, &[&src]);
+    assert_eq!(r1.summary.files_new, 5);
+
+    // Edit 10 bytes in the middle of big.bin, keeping its size; give it a
+    // new mtime explicitly so the change cannot hide inside one clock tick.
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(src.join("big.bin"))
+        .unwrap();
+    f.write_all_at(b"0123456789", 512 * 1024).unwrap();
+    drop(f);
+    let old = mtime_ns(&fs::metadata(src.join("big.bin")).unwrap());
+    set_mtime(&src.join("big.bin"), old + 1_000_000_000);
+    write(&src.join("new.txt"), b"new file");
+    write(&src.join("sub/new2.txt"), b"another new file");
+    write(&src.join("newdir/x.txt"), b"in a new directory");
+    fs::remove_file(src.join("a.txt")).unwrap();
+    fs::remove_file(src.join("sub/d.txt")).unwrap();
+
+    let r2 = lib_backup(&repo, &[&src]);
+    let s = &r2.summary;
+    assert!(r2.warnings.is_empty());
+    assert_eq!(s.files_changed, 1, "{s:?}");
+    assert_eq!(s.files_new, 3, "{s:?}");
+    assert_eq!(s.files_unmodified, 2, "{s:?}");
+    assert_eq!(s.total_files, 6);
+    assert!(s.data_added > 0);
+    assert!(
+        s.data_added_plain < 200 * 1024,
+        "a 10-byte edit stored {} plain bytes",
+        s.data_added_plain
+    );
+
+    let (id1, id2) = (r1.snapshot_id.unwrap(), r2.snapshot_id.unwrap());
+    let (a, b) = (load_snap(&repo, &id1), load_snap(&repo, &id2));
+    let mut got = BTreeSet::new();
+    let stats = diff::diff(&repo, a.tree, b.tree, false, &mut |e: &DiffEntry| {
+        got.insert((e.modifier, e.path.clone()));
+    })
+    .unwrap();
+    let p = path_str(&src);
+    let want: BTreeSet<(char, String)> = [
+        ('M', "big.bin"),
+        ('+', "new.txt"),
+        ('+', "sub/new2.txt"),
+        ('+', "newdir/"),
+        ('+', "newdir/x.txt"),
+        ('-', "a.txt"),
+        ('-', "sub/d.txt"),
+    ]
+    .into_iter()
+    .map(|(m, s)| (m, format!("{p}/{s}")))
+    .collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        (
+            stats.files_added,
+            stats.files_removed,
+            stats.files_changed,
+            stats.dirs_added,
+            stats.dirs_removed
+        ),
+        (3, 2, 1, 1, 0),
+        "{stats:?}"
+    );
+    drop(repo);
+
+    // The same through the CLI, one JSON object per line.
+    let (out, _) = cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["diff", "--json", &id1.to_hex(), &id2.to_hex()],
+        0,
+    );
+    let lines = json_lines(&out);
+    let (changes, rest): (Vec<_>, Vec<_>) =
+        lines.iter().partition(|v| v["message_type"] == "change");
+    let cli_got: BTreeSet<(char, String)> = changes
+        .iter()
+        .map(|v| {
+            (
+                v["modifier"].as_str().unwrap().chars().next().unwrap(),
+                v["path"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(cli_got, want);
+    assert_eq!(changes.len(), want.len(), "no path reported twice");
+    assert_eq!(rest.len(), 1, "one statistics line: {out}");
+    let st = &rest[0];
+    assert_eq!(st["message_type"], "statistics");
+    assert_eq!(st["source_snapshot"], id1.to_hex());
+    assert_eq!(st["target_snapshot"], id2.to_hex());
+    assert_eq!(st["files_added"], 3);
+    assert_eq!(st["files_removed"], 2);
+    assert_eq!(st["files_changed"], 1);
+}
+
+/// One flipped byte in one blob: that file is reported and not created,
+/// every other file restores exactly, the CLI exits non-zero, and
+/// `check --read-data` names the pack.
+#[test]
+fn corrupted_pack_fails_only_the_affected_file() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    write(&src.join("victim.bin"), &rand_bytes(40, 300_000));
+    for i in 0..5u64 {
+        write(
+            &src.join(format!("other{i}.bin")),
+            &rand_bytes(41 + i, 150_000),
+        );
+    }
+    write(&src.join("sub/small.txt"), b"small");
+    let r = lib_backup(&repo, &[&src]);
+    let id = r.snapshot_id.unwrap();
+    let snap = load_snap(&repo, &id);
+
+    let tid = diff::tree_at(&repo, snap.tree, path_str(&src)).unwrap();
+    let tree = diff::load_tree(&repo, &tid).unwrap();
+    let victim = tree.find(b"victim.bin").unwrap();
+    let loc = repo.lookup(&victim.content[0]).unwrap().unwrap();
+    assert!(loc.entry.stored_len > 40);
+    let pack_hex = loc.pack.to_hex();
+    let pack_path = t
+        .repo_path()
+        .join("packs")
+        .join(&pack_hex[..2])
+        .join(&pack_hex);
+    set_mode(&pack_path, 0o644);
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pack_path)
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let at = loc.entry.offset + 30;
+    f.read_exact_at(&mut byte, at).unwrap();
+    f.write_all_at(&[byte[0] ^ 0xff], at).unwrap();
+    drop(f);
+
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("t");
+    let rep = lib_restore(&repo, &id, &src, &target);
+    assert_eq!(rep.errors.len(), 1, "{:?}", rep.errors);
+    assert!(rep.errors[0].contains("victim.bin"), "{:?}", rep.errors);
+    assert!(
+        !target.join("victim.bin").exists(),
+        "a damaged file is not created"
+    );
+    for i in 0..5 {
+        let n = format!("other{i}.bin");
+        assert!(
+            fs::read(target.join(&n)).unwrap() == fs::read(src.join(&n)).unwrap(),
+            "{n}"
+        );
+    }
+    assert_eq!(fs::read(target.join("sub/small.txt")).unwrap(), b"small");
+    assert_eq!(rep.files, 6);
+    let leftovers: Vec<_> = list_rel(&target)
+        .into_iter()
+        .filter(|p| p.contains(".larder-restore-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+
+    let c = check(
+        &repo,
+        &CheckOptions {
+            read_data: true,
+            subset_percent: None,
+        },
+    )
+    .unwrap();
+    assert!(!c.ok());
+    assert!(
+        c.problems.iter().any(|p| p.contains(&pack_hex)),
+        "{:?}",
+        c.problems
+    );
+    drop(repo);
+
+    let target2 = out.path().join("t2");
+    let mut cmd = common::larder(&t.repo_path(), &t.cache_path());
+    cmd.args(["restore", &format!("{}:{}", id.to_hex(), path_str(&src))])
+        .arg("--target")
+        .arg(&target2);
+    let (code, _, err) = run(cmd);
+    assert_ne!(code, 0, "restore with a damaged file must fail: {err}");
+    assert!(err.contains("victim.bin"), "{err}");
+    assert!(!target2.join("victim.bin").exists());
+    assert!(target2.join("other0.bin").is_file());
+
+    let mut cmd = common::larder(&t.repo_path(), &t.cache_path());
+    cmd.args(["check", "--read-data"]);
+    let (code, out, err) = run(cmd);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains(&pack_hex), "check names the pack: {err}");
+    assert!(!out.contains("no errors were found"), "{out}");
+}
+
+fn node(name: &[u8], kind: NodeKind) -> Node {
+    Node {
+        name: name.to_vec(),
+        kind,
+        mode: if kind == NodeKind::Dir { 0o755 } else { 0o644 },
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        user: String::new(),
+        group: String::new(),
+        mtime_ns: 1_600_000_000_000_000_000,
+        ctime_ns: 1_600_000_000_000_000_000,
+        atime_ns: None,
+        size: 0,
+        inode: 0,
+        device: 0,
+        links: 1,
+        rdev: 0,
+        link_target: vec![],
+        content: vec![],
+        subtree: None,
+        xattrs: vec![],
+    }
+}
+
+fn file_node(p: &mut larder::repository::Packer<'_>, name: &[u8], data: &[u8]) -> Node {
+    let mut n = node(name, NodeKind::File);
+    n.content = vec![p.add(BlobType::Data, data).unwrap().0];
+    n.size = data.len() as u64;
+    n
+}
+
+fn dir_node(p: &mut larder::repository::Packer<'_>, name: &[u8], nodes: Vec<Node>) -> Node {
+    let mut n = node(name, NodeKind::Dir);
+    n.subtree = Some(store_tree(p, nodes));
+    n
+}
+
+/// Stores the nodes as a tree blob, in the order given (callers sort).
+fn store_tree(p: &mut larder::repository::Packer<'_>, nodes: Vec<Node>) -> Id {
+    let t = Tree { nodes };
+    p.add(BlobType::Tree, &t.encode().unwrap()).unwrap().0
+}
+
+fn save_snapshot(repo: &Repository, tree: Id) -> Snapshot {
+    let s = Snapshot {
+        time_ns: 1_700_000_000_000_000_000,
+        hostname: "evil".into(),
+        username: "evil".into(),
+        uid: 0,
+        gid: 0,
+        paths: vec!["/evil".into()],
+        tags: vec![],
+        tree,
+        parent: None,
+        program_version: "larder hostile".into(),
+        summary: Summary::default(),
+    };
+    snapshot::save(repo, &s).unwrap();
+    s
+}
+
+/// A hostile snapshot (and a hostile target) cannot make restore write
+/// outside the target, under any overwrite policy.
+#[test]
+fn hostile_snapshot_cannot_write_outside_target() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let outside = base.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    write(&outside.join("victim.txt"), b"original");
+
+    let mut p = repo.packer().unwrap();
+    // Snapshot A: unsafe names, and a symlink pointing outside.
+    let escaped = file_node(&mut p, b"escaped", b"escaped via ..");
+    let dotdot = dir_node(&mut p, b"..", vec![escaped]);
+    let slash_up = file_node(&mut p, b"../outside/escaped2", b"escaped via a slash");
+    let a_dir = dir_node(&mut p, b"a", vec![]);
+    let a_b = file_node(&mut p, b"a/b", b"a name with a slash");
+    let mut link = node(b"link", NodeKind::Symlink);
+    link.link_target = outside.as_os_str().as_bytes().to_vec();
+    let tree_a = store_tree(&mut p, vec![dotdot, slash_up, a_dir, a_b, link]);
+    // Snapshot B: a directory `link` where A had the symlink, a file `x`
+    // and a directory `d` where the target will hold symlinks to outside.
+    let pwned = file_node(&mut p, b"pwned", b"pwned!");
+    let link_dir = dir_node(&mut p, b"link", vec![pwned]);
+    let f = file_node(&mut p, b"f", b"evil-f");
+    let d = dir_node(&mut p, b"d", vec![f]);
+    let x = file_node(&mut p, b"x", b"evil");
+    let tree_b = store_tree(&mut p, vec![d, link_dir, x]);
+    p.finish().unwrap();
+    let snap_a = save_snapshot(&repo, tree_a);
+    let snap_b = save_snapshot(&repo, tree_b);
+
+    let outside_listing = || list_rel(&outside);
+    for (i, policy) in [Overwrite::Never, Overwrite::Always, Overwrite::IfChanged]
+        .into_iter()
+        .enumerate()
+    {
+        let target = base.path().join(format!("target{i}"));
+        let rep = restore(&repo, &snap_a, None, &restore_opts(&target, policy)).unwrap();
+        let unsafe_reports = rep
+            .errors
+            .iter()
+            .filter(|e| e.contains("unsafe name"))
+            .count();
+        assert_eq!(unsafe_reports, 3, "{policy:?}: {:?}", rep.errors);
+        assert!(!base.path().join("escaped").exists(), "{policy:?}");
+        assert!(!target.join("a/b").exists(), "{policy:?}");
+        assert!(target.join("a").is_dir(), "{policy:?}");
+        assert_eq!(outside_listing(), set(&["victim.txt"]), "{policy:?}");
+        assert_eq!(
+            fs::read_link(target.join("link")).unwrap(),
+            outside,
+            "{policy:?}: the symlink itself is restored"
+        );
+
+        // Plant symlinks in the target where B has a file and a directory.
+        symlink(outside.join("victim.txt"), target.join("x")).unwrap();
+        symlink(&outside, target.join("d")).unwrap();
+        let rep = restore(&repo, &snap_b, None, &restore_opts(&target, policy)).unwrap();
+        assert!(rep.errors.is_empty(), "{policy:?}: {:?}", rep.errors);
+        assert_eq!(
+            outside_listing(),
+            set(&["victim.txt"]),
+            "{policy:?}: nothing written outside the target"
+        );
+        assert_eq!(fs::read(outside.join("victim.txt")).unwrap(), b"original");
+        for name in ["link", "d"] {
+            let m = fs::symlink_metadata(target.join(name)).unwrap();
+            assert!(
+                m.is_dir(),
+                "{policy:?}: target/{name} is now a real directory"
+            );
+        }
+        assert_eq!(fs::read(target.join("link/pwned")).unwrap(), b"pwned!");
+        assert_eq!(fs::read(target.join("d/f")).unwrap(), b"evil-f");
+        let mx = fs::symlink_metadata(target.join("x")).unwrap();
+        assert!(
+            mx.is_file(),
+            "{policy:?}: the planted symlink x was replaced"
+        );
+        assert_eq!(fs::read(target.join("x")).unwrap(), b"evil");
+    }
+}
+
+/// A backup killed with SIGKILL mid-run, then run again: nothing is stored
+/// twice and the repository checks clean and restores exactly.
+#[test]
+fn killed_backup_rerun_stores_nothing_twice() {
+    let t = TestRepo::new();
+    // 1 MiB packs so the killed run leaves many complete ones behind.
+    drop(t.init());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let mut source_bytes = 0u64;
+    for i in 0..8u64 {
+        let data = rand_bytes(600 + i, 5 << 20);
+        source_bytes += data.len() as u64;
+        write(&src.join(format!("f{i}.bin")), &data);
+    }
+
+    let mut cmd = common::larder(&t.repo_path(), &t.cache_path());
+    cmd.args(["backup", "-q"])
+        .arg(&src)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let killed = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("backup finished ({st}) before it could be killed");
+        }
+        if pack_files(&t.repo_path()).0 >= 12 {
+            child.kill().unwrap();
+            break true;
+        }
+        assert!(Instant::now() < deadline, "no packs appeared");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert!(killed);
+    child.wait().unwrap(); // reap it, so its lock is seen as stale
+    let (packs_after_kill, _) = pack_files(&t.repo_path());
+    assert!(packs_after_kill >= 12);
+    assert!(
+        fs::read_dir(t.repo_path().join("snapshots"))
+            .unwrap()
+            .count()
+            == 0,
+        "the killed run saved no snapshot"
+    );
+
+    let (out, _) = cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["backup", "--json", path_str(&src)],
+        0,
+    );
+    let summary = json_lines(&out).pop().unwrap();
+    assert_eq!(summary["message_type"], "summary");
+    let (_, total) = pack_files(&t.repo_path());
+    assert!(
+        (total as f64) < source_bytes as f64 * 1.15,
+        "{total} bytes of packs for {source_bytes} bytes of random data"
+    );
+    let added = summary["data_added"].as_u64().unwrap();
+    assert!(
+        added < source_bytes - (packs_after_kill as u64 - 1) * (900 << 10),
+        "the re-run stored {added} bytes although {packs_after_kill} packs were left"
+    );
+
+    let (out, err) = cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["check", "--read-data"],
+        0,
+    );
+    assert!(out.contains("no errors were found"), "{out}{err}");
+
+    let repo = t.open().unwrap();
+    let id = Id::from_hex(summary["snapshot_id"].as_str().unwrap()).unwrap();
+    let dest = base.path().join("restored");
+    let rep = lib_restore(&repo, &id, &src, &dest);
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    assert_eq!(rep.bytes, source_bytes);
+    for i in 0..8 {
+        let n = format!("f{i}.bin");
+        assert!(
+            fs::read(dest.join(&n)).unwrap() == fs::read(src.join(&n)).unwrap(),
+            "{n}"
+        );
+    }
+}
+
+/// `snapshots --json`, `latest`, prefixes, tag and host filters, `ls`, and
+/// restore's SNAPSHOT:SUBPATH, include/exclude and overwrite policies.
+#[test]
+fn cli_snapshots_ls_and_restore_options() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    write(&src.join("a.txt"), b"alpha");
+    write(&src.join("b.txt"), b"bravo");
+    write(&src.join("top.bin"), &rand_bytes(70, 30_000));
+    write(&src.join("sub/c.txt"), b"charlie");
+    write(&src.join("sub/d.bin"), &rand_bytes(71, 20_000));
+    write(&src.join("sub/deeper/e.txt"), b"echo");
+    let sp = path_str(&src);
+    cli(&repo, &cache, &["init"], 0);
+
+    let started = jiff::Timestamp::now();
+    let backup = |args: &[&str]| -> String {
+        let mut a = vec!["backup", "--json", sp];
+        a.extend_from_slice(args);
+        let (out, _) = cli(&repo, &cache, &a, 0);
+        json_lines(&out).pop().unwrap()["snapshot_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let s1 = backup(&["--tag", "daily", "--host", "hostA"]);
+    let s2 = backup(&["--tag", "weekly", "--host", "hostB"]);
+    let s3 = backup(&["--tag", "daily", "--tag", "extra", "--host", "hostA"]);
+    let ended = jiff::Timestamp::now();
+
+    let snapshots = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut a = vec!["snapshots", "--json"];
+        a.extend_from_slice(args);
+        let (out, _) = cli(&repo, &cache, &a, 0);
+        serde_json::from_str::<serde_json::Value>(&out)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let ids = |v: &[serde_json::Value]| -> Vec<String> {
+        v.iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all = snapshots(&[]);
+    assert_eq!(
+        ids(&all),
+        vec![s1.clone(), s2.clone(), s3.clone()],
+        "oldest first"
+    );
+    let lib_cache = tempfile::tempdir().unwrap();
+    let opened = Repository::open(
+        std::sync::Arc::new(larder::backend::LocalBackend::new(&repo)),
+        &larder::keys::Credential::passphrase(common::PASS),
+        lib_cache.path(),
+    )
+    .unwrap();
+    let mut last_time = started;
+    for (s, (host, tags, parent)) in all.iter().zip([
+        ("hostA", vec!["daily"], None),
+        ("hostB", vec!["weekly"], None),
+        ("hostA", vec!["daily", "extra"], Some(s1.clone())),
+    ]) {
+        let id = s["id"].as_str().unwrap();
+        assert_eq!(id.len(), 64);
+        assert_eq!(s["short_id"].as_str().unwrap(), &id[..8]);
+        let time: jiff::Timestamp = s["time"].as_str().unwrap().parse().unwrap();
+        assert!(
+            time >= last_time && time <= ended,
+            "{time} not in order/range"
+        );
+        last_time = time;
+        assert_eq!(s["hostname"], host);
+        let user = s["username"].as_str().unwrap();
+        if let Ok(u) = std::env::var("USER") {
+            assert_eq!(user, u);
+        }
+        assert_eq!(s["paths"], serde_json::json!([sp]));
+        assert_eq!(s["tags"], serde_json::json!(tags));
+        let lib = snapshot::load(&opened, id).unwrap();
+        assert_eq!(s["tree"].as_str().unwrap(), lib.tree.to_hex());
+        assert_eq!(s["parent"], serde_json::json!(parent), "parent of {id}");
+    }
+    drop(opened);
+
+    assert_eq!(
+        ids(&snapshots(&["--tag", "daily"])),
+        vec![s1.clone(), s3.clone()]
+    );
+    assert_eq!(ids(&snapshots(&["--tag", "extra"])), vec![s3.clone()]);
+    assert_eq!(
+        ids(&snapshots(&["--tag", "daily", "--tag", "weekly"])),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids(&snapshots(&["--host", "hostB"])), vec![s2.clone()]);
+    assert_eq!(ids(&snapshots(&["--host", "nohost"])), Vec::<String>::new());
+
+    let ls_id = |args: &[&str]| -> String {
+        let mut a = vec!["ls", "--json"];
+        a.extend_from_slice(args);
+        let (out, _) = cli(&repo, &cache, &a, 0);
+        let first = json_lines(&out).remove(0);
+        assert_eq!(first["message_type"], "snapshot");
+        first["id"].as_str().unwrap().to_string()
+    };
+    assert_eq!(ls_id(&["latest"]), s3);
+    assert_eq!(ls_id(&["latest", "--host", "hostB"]), s2);
+    assert_eq!(ls_id(&["latest", "--tag", "daily", "--host", "hostA"]), s3);
+    // The shortest unique prefix of at least 4 hex digits.
+    let prefix = (4..=64)
+        .map(|n| &s2[..n])
+        .find(|p| ![&s1, &s3].iter().any(|o| o.starts_with(p)))
+        .unwrap();
+    assert_eq!(ls_id(&[prefix]), s2);
+    assert_eq!(ls_id(&[&prefix.to_ascii_uppercase()]), s2);
+
+    // ls lists exactly the backed-up paths.
+    let (out, _) = cli(&repo, &cache, &["ls", &s1, sp], 0);
+    let listed: BTreeSet<String> = out.lines().skip(1).map(String::from).collect();
+    let want: BTreeSet<String> = list_rel(&src)
+        .into_iter()
+        .map(|r| format!("{sp}/{r}"))
+        .collect();
+    assert_eq!(listed, want);
+
+    // SNAPSHOT:SUBPATH puts the subtree's contents directly in the target.
+    let t1 = base.path().join("t1");
+    cli(
+        &repo,
+        &cache,
+        &[
+            "restore",
+            &format!("{s1}:{sp}/sub"),
+            "--target",
+            path_str(&t1),
+        ],
+        0,
+    );
+    assert_eq!(
+        list_rel(&t1),
+        set(&["c.txt", "d.bin", "deeper", "deeper/e.txt"])
+    );
+    assert_same_tree(&src.join("sub"), &t1);
+
+    let t2 = base.path().join("t2");
+    cli(
+        &repo,
+        &cache,
+        &[
+            "restore",
+            &format!("{s1}:{sp}"),
+            "--target",
+            path_str(&t2),
+            "--include",
+            "*.txt",
+        ],
+        0,
+    );
+    assert_eq!(
+        list_rel(&t2),
+        set(&[
+            "a.txt",
+            "b.txt",
+            "sub",
+            "sub/c.txt",
+            "sub/deeper",
+            "sub/deeper/e.txt"
+        ])
+    );
+    assert_eq!(fs::read(t2.join("sub/deeper/e.txt")).unwrap(), b"echo");
+
+    let t3 = base.path().join("t3");
+    cli(
+        &repo,
+        &cache,
+        &[
+            "restore",
+            &format!("{s1}:{sp}"),
+            "--target",
+            path_str(&t3),
+            "--exclude",
+            "*.bin",
+            "--exclude",
+            "sub/deeper",
+        ],
+        0,
+    );
+    assert_eq!(list_rel(&t3), set(&["a.txt", "b.txt", "sub", "sub/c.txt"]));
+
+    // Overwrite policies.
+    let t4 = base.path().join("t4");
+    let full = ["restore", &format!("{s1}:{sp}"), "--target", path_str(&t4)].map(String::from);
+    let full: Vec<&str> = full.iter().map(String::as_str).collect();
+    cli(&repo, &cache, &full, 0);
+    assert_same_tree(&src, &t4);
+    write(&t4.join("a.txt"), b"locally modified, longer");
+    let (_, err) = cli(&repo, &cache, &full, 0);
+    assert_eq!(
+        fs::read(t4.join("a.txt")).unwrap(),
+        b"locally modified, longer"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("skipped:") && l.contains("/a.txt") && !l.contains("unchanged")),
+        "a.txt reported skipped: {err}"
+    );
+    let mut with_policy = full.clone();
+    with_policy.extend(["--overwrite", "if-changed"]);
+    let (_, err) = cli(&repo, &cache, &with_policy, 0);
+    assert_eq!(fs::read(t4.join("a.txt")).unwrap(), b"alpha");
+    assert_eq!(
+        mtime_ns(&fs::metadata(t4.join("a.txt")).unwrap()),
+        mtime_ns(&fs::metadata(src.join("a.txt")).unwrap())
+    );
+    assert!(
+        !err.lines().any(|l| l.contains("/a.txt")),
+        "a.txt was replaced, not skipped: {err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.contains("/b.txt") && l.contains("unchanged")),
+        "unchanged b.txt skipped: {err}"
+    );
+}
+
+/// The source tree of the exclude tests, and the relative paths a backup
+/// with `--exclude '*.tmp' --exclude-if-present .nobackup --exclude-caches`
+/// must hold.
+fn exclude_tree(src: &Path) -> BTreeSet<String> {
+    write(&src.join("a_first.txt"), b"sorted before every directory");
+    write(&src.join("keep.txt"), b"keep");
+    write(&src.join("junk.tmp"), b"junk");
+    write(&src.join("sub/keep2.txt"), b"keep2");
+    write(&src.join("sub/junk2.tmp"), b"junk2");
+    write(&src.join("nob/.nobackup"), b"");
+    write(&src.join("nob/secret.txt"), b"secret");
+    write(
+        &src.join("cache/CACHEDIR.TAG"),
+        b"Signature: 8a477f597d28d172789f06886806bc55\n# This file is a cache directory tag.\n",
+    );
+    write(&src.join("cache/blob.bin"), b"cached");
+    write(
+        &src.join("fakecache/CACHEDIR.TAG"),
+        b"Signature: not the right one\n",
+    );
+    write(&src.join("fakecache/data.txt"), b"not a cache");
+    write(&src.join("zlast.txt"), b"sorted after every directory");
+    set(&[
+        "a_first.txt",
+        "keep.txt",
+        "sub",
+        "sub/keep2.txt",
+        "fakecache",
+        "fakecache/CACHEDIR.TAG",
+        "fakecache/data.txt",
+        "zlast.txt",
+    ])
+}
+
+/// `ls SNAPSHOT PATH` as paths relative to PATH.
+fn ls_rel(repo: &Path, cache: &Path, id: &str, path: &Path) -> BTreeSet<String> {
+    let (out, _) = cli(repo, cache, &["ls", id, path_str(path)], 0);
+    let prefix = format!("{}/", path_str(path));
+    out.lines()
+        .skip(1)
+        .map(|l| {
+            l.strip_prefix(&prefix)
+                .unwrap_or_else(|| panic!("{l:?} outside {prefix}"))
+                .to_string()
+        })
+        .collect()
+}
+
+/// Excluding files by glob keeps everything else.
+#[test]
+fn backup_excludes_file_globs() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    exclude_tree(&src);
+    cli(&repo, &cache, &["init"], 0);
+    let (out, _) = cli(
+        &repo,
+        &cache,
+        &["backup", "--json", "--exclude", "*.tmp", path_str(&src)],
+        0,
+    );
+    let summary = json_lines(&out).pop().unwrap();
+    let id = summary["snapshot_id"].as_str().unwrap();
+    let want: BTreeSet<String> = list_rel(&src)
+        .into_iter()
+        .filter(|p| !p.ends_with(".tmp"))
+        .collect();
+    assert_eq!(ls_rel(&repo, &cache, id, &src), want);
+    assert_eq!(summary["total_files_processed"], 10);
+}
+
+/// Backup excludes by glob, marker file and CACHEDIR.TAG: the excluded
+/// directories are left out, and only them.
+#[test]
+fn backup_excludes_directories() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    let want = exclude_tree(&src);
+    cli(&repo, &cache, &["init"], 0);
+    let (out, err) = cli(
+        &repo,
+        &cache,
+        &[
+            "backup",
+            "--json",
+            "--exclude",
+            "*.tmp",
+            "--exclude-if-present",
+            ".nobackup",
+            "--exclude-caches",
+            path_str(&src),
+        ],
+        0,
+    );
+    let summary = json_lines(&out).pop().unwrap();
+    let id = summary["snapshot_id"].as_str().unwrap();
+    assert_eq!(ls_rel(&repo, &cache, id, &src), want, "{err}");
+    // Nothing inside an excluded directory is read.
+    let included_bytes: u64 = want
+        .iter()
+        .map(|r| fs::symlink_metadata(src.join(r)).unwrap())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    let included_files = want
+        .iter()
+        .filter(|r| fs::symlink_metadata(src.join(r)).unwrap().is_file())
+        .count();
+    assert_eq!(
+        summary["total_files_processed"], included_files,
+        "{summary}"
+    );
+    assert_eq!(summary["bytes_read"], included_bytes, "{summary}");
+
+    // The same with a glob naming a directory.
+    let (out, _) = cli(
+        &repo,
+        &cache,
+        &["backup", "--json", "--exclude", "nob", path_str(&src)],
+        0,
+    );
+    let id = json_lines(&out).pop().unwrap()["snapshot_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let want: BTreeSet<String> = list_rel(&src)
+        .into_iter()
+        .filter(|p| !p.starts_with("nob"))
+        .collect();
+    assert_eq!(ls_rel(&repo, &cache, &id, &src), want);
+}
+
+/// Recursively hands `p` to `uid`/`gid` (not following symlinks).
+fn chown_all(p: &Path, uid: u32, gid: u32) {
+    std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
+    if fs::symlink_metadata(p).unwrap().is_dir() {
+        for e in fs::read_dir(p).unwrap() {
+            chown_all(&e.unwrap().path(), uid, gid);
+        }
+    }
+}
+
+/// An unreadable file is named in a warning, left out of the snapshot, and
+/// the exit code is 3; everything else is backed up.
+#[test]
+fn unreadable_file_gives_exit_code_3() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    write(&src.join("a.txt"), b"readable");
+    write(&src.join("sub/b.txt"), b"readable too");
+    write(&src.join("z.txt"), b"after it");
+    let unreadable = src.join("sub/unreadable.txt");
+    write(&unreadable, b"you cannot read me");
+    cli(&repo, &cache, &["init"], 0);
+    set_mode(&unreadable, 0o000);
+
+    // Root reads anything: run the backup as an unprivileged user then.
+    let drop_to: Option<u32> = is_root().then_some(65534);
+    if let Some(uid) = drop_to {
+        chown_all(base.path(), uid, uid);
+    } else if fs::read(&unreadable).is_ok() {
+        eprintln!("skipping: a mode 000 file is readable here");
+        return;
+    }
+    let mut cmd = common::larder(&repo, &cache);
+    cmd.args(["backup", "--json"]).arg(&src);
+    if let Some(uid) = drop_to {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(uid).gid(uid).env("HOME", base.path());
+    }
+    let (code, out, err) = run(cmd);
+    assert_eq!(code, 3, "exit code 3 for an unreadable file\n{out}\n{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("warning:") && l.contains(path_str(&unreadable))),
+        "warning names the path: {err}"
+    );
+    let summary = json_lines(&out).pop().unwrap();
+    assert_eq!(summary["errors"], 1, "{summary}");
+    assert_eq!(summary["total_files_processed"], 3, "{summary}");
+    let id = summary["snapshot_id"]
+        .as_str()
+        .expect("the snapshot is saved")
+        .to_string();
+    assert_eq!(
+        ls_rel(&repo, &cache, &id, &src),
+        set(&["a.txt", "sub", "sub/b.txt", "z.txt"])
+    );
+}
