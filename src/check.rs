@@ -50,7 +50,7 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
     for e in be.list(Kind::Key)? {
         r.keys += 1;
         let what = Kind::Key.path(&e.name);
-        match be.read(Kind::Key, &e.name) {
+        match be.read_bounded(Kind::Key, &e.name, 1 << 20) {
             Ok(bytes) => {
                 if Id::of_object(&bytes).to_hex() != e.name {
                     r.problems

@@ -49,7 +49,7 @@ pub fn write_segment(backend: &dyn Backend, keys: &Keys, seg: &IndexSegment) -> 
 /// Reads, verifies (name = hash of bytes) and decrypts one segment.
 pub fn read_segment(backend: &dyn Backend, keys: &Keys, name: &str) -> Result<IndexSegment> {
     let what = Kind::Index.path(name);
-    let bytes = backend.read(Kind::Index, name)?;
+    let bytes = backend.read_bounded(Kind::Index, name, object::MAX_OBJECT_STORED)?;
     if Id::of_object(&bytes).to_hex() != name {
         return Err(Error::corrupt(
             &what,

@@ -20,7 +20,7 @@ use std::str::FromStr;
 pub const DEFAULT_WORK_FACTOR: u8 = 18;
 /// The largest work factor a reader accepts: bounds the time and memory a
 /// malicious key file can make us spend.
-pub const MAX_WORK_FACTOR: u8 = 22;
+pub const MAX_WORK_FACTOR: u8 = 20;
 /// The smallest work factor accepted when creating a key (tests use this).
 pub const MIN_WORK_FACTOR: u8 = 10;
 const MAX_KEY_HEADER: usize = 64 << 10;
@@ -232,7 +232,7 @@ pub fn find_key(backend: &dyn Backend, cred: &Credential) -> Result<(Id, MasterK
     list.sort_by(|a, b| a.name.cmp(&b.name));
     for e in list {
         let what = Kind::Key.path(&e.name);
-        let bytes = backend.read(Kind::Key, &e.name)?;
+        let bytes = backend.read_bounded(Kind::Key, &e.name, MAX_KEY_FILE as u64)?;
         // A corrupt key file must not stop other keys from opening the repository.
         match try_open(&what, &bytes, cred) {
             Ok(Some(m)) => return Ok((Id::from_hex(&e.name)?, m)),
@@ -248,7 +248,7 @@ pub fn list_keys(backend: &dyn Backend) -> Result<Vec<KeyInfo>> {
     let mut out = Vec::new();
     for e in backend.list(Kind::Key)? {
         let what = Kind::Key.path(&e.name);
-        let bytes = backend.read(Kind::Key, &e.name)?;
+        let bytes = backend.read_bounded(Kind::Key, &e.name, MAX_KEY_FILE as u64)?;
         let (h, _) = parse_key_file(&what, &bytes)?;
         out.push(KeyInfo {
             id: e.name,

@@ -85,7 +85,7 @@ pub fn live_locks(backend: &dyn Backend, keys: &Keys, ours: Option<&str>) -> Res
             continue;
         }
         let what = Kind::Lock.path(&e.name);
-        let bytes = match backend.read(Kind::Lock, &e.name) {
+        let bytes = match backend.read_bounded(Kind::Lock, &e.name, 1 << 20) {
             Ok(b) => b,
             Err(_) => continue, // removed meanwhile
         };

@@ -17,6 +17,8 @@ pub const MAGIC: &[u8; 4] = b"LRDR";
 pub const FORMAT_VERSION: u8 = 1;
 /// Largest decoded body a reader accepts (bounds every allocation).
 pub const MAX_OBJECT_PLAIN: usize = 256 << 20;
+/// Largest stored sealed object a reader accepts (body limit plus framing).
+pub const MAX_OBJECT_STORED: u64 = MAX_OBJECT_PLAIN as u64 + 1024;
 /// Bytes of the clear header.
 pub const HEADER_LEN: usize = 6;
 

@@ -74,7 +74,7 @@ pub fn default_cache_dir() -> PathBuf {
 
 /// Reads and opens the config object with `keys`.
 pub fn read_config(backend: &dyn Backend, keys: &Keys) -> Result<Config> {
-    let bytes = backend.read(Kind::Config, "config")?;
+    let bytes = backend.read_bounded(Kind::Config, "config", 1 << 20)?;
     let cfg: Config = object::open(keys, ObjectType::Config, "config", &bytes)?;
     cfg.chunker
         .validate()
@@ -120,7 +120,7 @@ impl Repository {
         cred: &Credential,
         cache_dir: &Path,
     ) -> Result<Repository> {
-        let bytes = match backend.read(Kind::Config, "config") {
+        let bytes = match backend.read_bounded(Kind::Config, "config", 1 << 20) {
             Ok(b) => b,
             Err(Error::Backend { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::NoRepository(backend.location()));

@@ -79,7 +79,9 @@ pub fn save(repo: &Repository, snap: &Snapshot) -> Result<Id> {
 /// Reads, verifies and opens snapshot `name` (full hex id).
 pub fn load(repo: &Repository, name: &str) -> Result<Snapshot> {
     let what = Kind::Snapshot.path(name);
-    let bytes = repo.backend().read(Kind::Snapshot, name)?;
+    let bytes = repo
+        .backend()
+        .read_bounded(Kind::Snapshot, name, object::MAX_OBJECT_STORED)?;
     if Id::of_object(&bytes).to_hex() != name {
         return Err(Error::corrupt(
             &what,

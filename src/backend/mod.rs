@@ -85,4 +85,17 @@ pub trait Backend: Send + Sync {
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()>;
     /// Removes the object.
     fn delete(&self, kind: Kind, name: &str) -> Result<()>;
+
+    /// The whole object, refusing (before reading it) one larger than `max`
+    /// bytes: repository bytes are untrusted and must not cost unbounded memory.
+    fn read_bounded(&self, kind: Kind, name: &str, max: u64) -> Result<Vec<u8>> {
+        let size = self.size(kind, name)?;
+        if size > max {
+            return Err(crate::error::Error::corrupt(
+                kind.path(name),
+                format!("{size} bytes is more than the {max} bytes such an object may have"),
+            ));
+        }
+        self.read(kind, name)
+    }
 }
