@@ -76,6 +76,8 @@ pub struct Chunker {
     gear: Box<[u64; 256]>,
     gear_ls: Box<[u64; 256]>,
     masks: (u64, u64),
+    /// Where a window of `max` zero bytes is cut (computed once).
+    zero_cut: usize,
 }
 
 impl Chunker {
@@ -86,12 +88,15 @@ impl Chunker {
         for (l, g) in gear_ls.iter_mut().zip(gear.iter()) {
             *l = g << 1;
         }
-        Ok(Chunker {
+        let mut c = Chunker {
             params,
             gear: Box::new(*gear),
             gear_ls,
             masks: select_masks(params.avg as usize, params.normalization()),
-        })
+            zero_cut: 0,
+        };
+        c.zero_cut = c.cut(&vec![0u8; params.max as usize]).max(1);
+        Ok(c)
     }
 
     /// The parameters in force.
@@ -133,7 +138,7 @@ impl Chunker {
     /// Streams `reader` through the chunker, calling `f` with each chunk.
     /// `buf` is reused between calls (it grows to twice the max chunk size).
     /// Returns the total number of bytes read.
-    pub fn stream<R: Read>(
+    pub fn stream<R: Read + ?Sized>(
         &self,
         reader: &mut R,
         buf: &mut Vec<u8>,
@@ -168,7 +173,14 @@ impl Chunker {
             if start == end {
                 return Ok(total);
             }
-            let n = self.cut(&buf[start..end]).max(1);
+            let window = &buf[start..end];
+            // `cut` looks at no more than `max` bytes, so a window that
+            // starts with `max` zeros (a hole) is always cut at `zero_cut`.
+            let n = if window.len() >= max && window[..max].iter().all(|&b| b == 0) {
+                self.zero_cut
+            } else {
+                self.cut(window).max(1)
+            };
             f(&buf[start..start + n])?;
             start += n;
         }
@@ -237,6 +249,33 @@ mod tests {
             .unwrap();
         assert_eq!(total, data.len() as u64);
         assert_eq!(got, lens);
+    }
+
+    #[test]
+    fn zero_fast_path_matches_the_scan() {
+        let c = chunker();
+        let mut data = vec![0u8; 200_000];
+        blake3::Hasher::new()
+            .update(b"z")
+            .finalize_xof()
+            .fill(&mut data[..30_000]);
+        blake3::Hasher::new()
+            .update(b"y")
+            .finalize_xof()
+            .fill(&mut data[150_000..]);
+        let mut got = Vec::new();
+        let mut buf = Vec::new();
+        c.stream(
+            &mut &data[..],
+            &mut buf,
+            |ch| {
+                got.push(ch.len());
+                Ok(())
+            },
+            |e| Error::io("x", e),
+        )
+        .unwrap();
+        assert_eq!(got, c.cut_all(&data));
     }
 
     #[test]

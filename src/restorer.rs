@@ -501,7 +501,17 @@ impl Restorer<'_> {
                 }
                 None => {
                     drop(job.file);
-                    let res = self.apply_meta(&job.tmp, &job.node).and_then(|()| {
+                    // Metadata the target refuses is reported; the content
+                    // is still put in place.
+                    let res = match self.apply_meta(&job.tmp, &job.node) {
+                        Ok(()) => Ok(()),
+                        Err(Error::Partial(msg)) => {
+                            self.report.errors.push(format!("{shown}: {msg}"));
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
+                    .and_then(|()| {
                         fs::rename(&job.tmp, &job.dest).map_err(|e| Error::io(&job.dest, e))
                     });
                     match res {
@@ -535,32 +545,47 @@ impl Restorer<'_> {
         use nix::sys::stat::{UtimensatFlags, utimensat};
         use nix::sys::time::TimeSpec;
         use nix::unistd::{Gid, Uid};
-        if self.is_root {
-            let (mut uid, mut gid) = (n.uid, n.gid);
-            if !self.opts.numeric_owner {
-                if !n.user.is_empty()
-                    && let Ok(Some(u)) = nix::unistd::User::from_name(&n.user)
-                {
-                    uid = u.uid.as_raw();
-                }
-                if !n.group.is_empty()
-                    && let Ok(Some(g)) = nix::unistd::Group::from_name(&n.group)
-                {
-                    gid = g.gid.as_raw();
-                }
+        let (mut uid, mut gid) = (n.uid, n.gid);
+        if !self.opts.numeric_owner {
+            if !n.user.is_empty()
+                && let Ok(Some(u)) = nix::unistd::User::from_name(&n.user)
+            {
+                uid = u.uid.as_raw();
             }
-            nix::unistd::fchownat(
+            if !n.group.is_empty()
+                && let Ok(Some(g)) = nix::unistd::Group::from_name(&n.group)
+            {
+                gid = g.gid.as_raw();
+            }
+        }
+        // As root always; otherwise only when it differs from what we create
+        // with (and a refusal is reported, not hidden).
+        let differs =
+            uid != nix::unistd::geteuid().as_raw() || gid != nix::unistd::getegid().as_raw();
+        let mut problems = Vec::new();
+        if (self.is_root || differs)
+            && let Err(e) = nix::unistd::fchownat(
                 nix::fcntl::AT_FDCWD,
                 path,
                 Some(Uid::from_raw(uid)),
                 Some(Gid::from_raw(gid)),
                 nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
             )
-            .map_err(|e| Error::io(path, e.into()))?;
+        {
+            problems.push(format!("cannot set owner {uid}:{gid}: {e}"));
         }
         if n.kind != NodeKind::Symlink {
             fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(n.mode))
                 .map_err(|e| Error::io(path, e))?;
+        }
+        for x in &n.xattrs {
+            let name = OsStr::from_bytes(&x.name);
+            if let Err(e) = xattr::set(path, name, &x.value) {
+                problems.push(format!(
+                    "cannot set extended attribute {}: {e}",
+                    name.to_string_lossy()
+                ));
+            }
         }
         let ts =
             |ns: i64| TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
@@ -573,7 +598,11 @@ impl Restorer<'_> {
             UtimensatFlags::NoFollowSymlink,
         )
         .map_err(|e| Error::io(path, e.into()))?;
-        Ok(())
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Partial(problems.join("; ")))
+        }
     }
 }
 

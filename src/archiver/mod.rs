@@ -8,12 +8,13 @@
 
 use crate::error::{Error, Result};
 use crate::id::Id;
+mod sparse;
 mod store;
 
 use crate::pack::BlobType;
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
-use crate::tree::{Node, NodeKind, Owners, Tree, node_from_metadata};
+use crate::tree::{Node, NodeKind, Owners, Tree, Xattr, node_from_metadata};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::collections::BTreeMap;
 use std::collections::HashSet;
@@ -300,6 +301,8 @@ struct Run<'r, 'p> {
     store: Option<SyncSender<StoreItem>>,
     /// New blobs sent to the store during this run.
     inflight: HashSet<Id>,
+    /// IDs of all-zero chunks by length.
+    zero_ids: std::collections::HashMap<usize, Id>,
     parent: ParentTrees<'r>,
     owners: Owners,
     summary: Summary,
@@ -315,7 +318,21 @@ struct Run<'r, 'p> {
 impl Run<'_, '_> {
     /// Stores one blob unless it is known; returns its ID.
     fn store_blob(&mut self, ty: BlobType, data: &[u8]) -> Result<Id> {
-        let id = self.repo.keys().blob_id(data);
+        // All-zero chunks (holes, zeroed images) repeat: hash each length once.
+        let zero = ty == BlobType::Data && data.len() >= 4096 && data.iter().all(|&b| b == 0);
+        let id = match zero
+            .then(|| self.zero_ids.get(&data.len()).copied())
+            .flatten()
+        {
+            Some(id) => id,
+            None => {
+                let id = self.repo.keys().blob_id(data);
+                if zero {
+                    self.zero_ids.insert(data.len(), id);
+                }
+                id
+            }
+        };
         if self.inflight.contains(&id) || self.repo.index()?.contains(&id)? {
             return Ok(id);
         }
@@ -380,12 +397,19 @@ impl Run<'_, '_> {
         }
         self.progress.file(path);
         let mut content = Vec::new();
-        let mut reader = &f;
+        let sparse = before.blocks().saturating_mul(512) < before.len();
+        let mut plain_reader = &f;
+        let mut sparse_reader = sparse::SparseReader::new(&f, before.len());
+        let reader: &mut dyn std::io::Read = if sparse {
+            &mut sparse_reader
+        } else {
+            &mut plain_reader
+        };
         let mut buf = std::mem::take(&mut self.buf);
         let chunker = self.chunker.clone();
         let mut read_err: Option<String> = None;
         let total = chunker.stream(
-            &mut reader,
+            reader,
             &mut buf,
             |c| {
                 content.push(self.store_blob(BlobType::Data, c)?);
@@ -429,6 +453,41 @@ impl Run<'_, '_> {
         Ok(Ok(()))
     }
 
+    /// Every extended attribute of `path` (not following a symlink),
+    /// including POSIX ACLs (`system.posix_acl_*`). Failures are reported.
+    fn read_xattrs(&mut self, path: &Path) -> Vec<Xattr> {
+        let names = match xattr::list(path) {
+            Ok(n) => n,
+            Err(e) => {
+                // Filesystems without xattrs say so; that is not a problem.
+                if e.raw_os_error() != Some(libc::ENOTSUP) {
+                    self.warnings.push(format!(
+                        "{}: cannot list extended attributes: {e}",
+                        path.display()
+                    ));
+                }
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for name in names {
+            match xattr::get(path, &name) {
+                Ok(Some(value)) => out.push(Xattr {
+                    name: name.as_bytes().to_vec(),
+                    value,
+                }),
+                Ok(None) => {}
+                Err(e) => self.warnings.push(format!(
+                    "{}: cannot read extended attribute {}: {e}",
+                    path.display(),
+                    name.to_string_lossy()
+                )),
+            }
+        }
+        out.sort();
+        out
+    }
+
     /// Builds the node for one non-directory entry.
     fn entry_node(&mut self, path: &Path, md: &std::fs::Metadata) -> Result<Option<Node>> {
         let name = path
@@ -436,6 +495,9 @@ impl Run<'_, '_> {
             .map(|n| n.as_bytes().to_vec())
             .unwrap_or_default();
         let mut node = node_from_metadata(name, md, &mut self.owners, self.opts.with_atime);
+        if node.kind != NodeKind::Socket {
+            node.xattrs = self.read_xattrs(path);
+        }
         match node.kind {
             NodeKind::Symlink => match std::fs::read_link(path) {
                 Ok(t) => node.link_target = t.as_os_str().as_bytes().to_vec(),
@@ -503,6 +565,7 @@ impl Run<'_, '_> {
             .map(|n| n.as_bytes().to_vec())
             .unwrap_or_default();
         let mut node = node_from_metadata(name, md, &mut self.owners, self.opts.with_atime);
+        node.xattrs = self.read_xattrs(path);
         let mut tree = Tree { nodes: children };
         tree.canonicalize();
         let old = self.parent.node_of(path)?;
@@ -720,6 +783,7 @@ pub fn backup(
             opts,
             store: tx,
             inflight: HashSet::new(),
+            zero_ids: std::collections::HashMap::new(),
             parent: ParentTrees::new(repo, parent_root),
             owners: Owners::default(),
             summary: Summary::default(),

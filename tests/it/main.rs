@@ -2,6 +2,7 @@
 
 mod common;
 mod daily;
+mod fidelity;
 mod repo_core;
 mod untrusted;
 mod vectors;

@@ -1,0 +1,436 @@
+//! Exact restores of hostile and exotic trees, compared with independent
+//! tools: libarchive's `bsdtar --format=mtree` (type, mode, owner, size,
+//! nanosecond mtime, link target, sha256, device numbers, link counts),
+//! `getfattr` and `getfacl` dumps, hard link groups, and allocated blocks of
+//! sparse files. Root-only parts (devices, foreign owners, `trusted.*`
+//! attributes) run where the tests run as root, as CI does.
+
+use crate::common::larder;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn sh(dir: &Path, cmd: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn set_mtime(p: &Path, secs: i64, nsec: i64) {
+    use nix::sys::stat::{UtimensatFlags, utimensat};
+    use nix::sys::time::TimeSpec;
+    utimensat(
+        nix::fcntl::AT_FDCWD,
+        p,
+        &TimeSpec::new(secs - 1000, 0),
+        &TimeSpec::new(secs, nsec),
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .unwrap();
+}
+
+fn write(p: &Path, data: &[u8]) {
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, data).unwrap();
+}
+
+/// Builds the exotic tree under `root`. Returns the sparse files' paths.
+fn build(root: &Path) -> Vec<PathBuf> {
+    fs::create_dir_all(root).unwrap();
+    // Names: any bytes Linux allows.
+    for name in [
+        &b"bad\xffname\xfe"[..],
+        b"new\nline",
+        b"back\\slash",
+        b"-leading-dash",
+        b" spaces and \ttab ",
+        &[b'n'; 255][..],
+    ] {
+        write(&root.join(OsStr::from_bytes(name)), name);
+    }
+    // Deep nesting.
+    let mut deep = root.join("deep");
+    for i in 0..500 {
+        deep.push(format!("{}", i % 10));
+    }
+    write(&deep.join("bottom.txt"), b"at the bottom");
+    // A directory with 100,000 entries.
+    let many = root.join("many");
+    fs::create_dir_all(&many).unwrap();
+    for i in 0..100_000 {
+        fs::File::create(many.join(format!("e{i:06}"))).unwrap();
+    }
+    // Symlinks of every kind.
+    write(&root.join("sub/target.txt"), b"pointed at");
+    let sl = |t: &str, l: &str| std::os::unix::fs::symlink(t, root.join(l)).unwrap();
+    sl("sub/target.txt", "rel-link");
+    sl("/etc/hostname", "abs-link");
+    sl("does/not/exist", "dangling");
+    sl("loop", "loop");
+    sl("sub", "dir-link");
+    // Hard link group spanning directories.
+    write(&root.join("sub/h1"), b"hard linked content");
+    fs::create_dir_all(root.join("other")).unwrap();
+    fs::hard_link(root.join("sub/h1"), root.join("other/h2")).unwrap();
+    fs::hard_link(root.join("sub/h1"), root.join("h3")).unwrap();
+    // FIFO and socket.
+    nix::unistd::mkfifo(
+        &root.join("fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o640),
+    )
+    .unwrap();
+    let _sock = std::os::unix::net::UnixListener::bind(root.join("socket")).unwrap();
+    // Devices, as root.
+    if is_root() {
+        use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+        let m = Mode::from_bits_truncate(0o660);
+        let _ = mknod(&root.join("chardev"), SFlag::S_IFCHR, m, makedev(1, 3));
+        let _ = mknod(&root.join("blockdev"), SFlag::S_IFBLK, m, makedev(7, 200));
+    }
+    // Modes.
+    write(&root.join("modes/setuid"), b"#!/bin/sh\n");
+    fs::set_permissions(
+        root.join("modes/setuid"),
+        fs::Permissions::from_mode(0o4755),
+    )
+    .unwrap();
+    fs::create_dir_all(root.join("modes/setgid-dir")).unwrap();
+    fs::set_permissions(
+        root.join("modes/setgid-dir"),
+        fs::Permissions::from_mode(0o2775),
+    )
+    .unwrap();
+    fs::create_dir_all(root.join("modes/sticky-dir")).unwrap();
+    fs::set_permissions(
+        root.join("modes/sticky-dir"),
+        fs::Permissions::from_mode(0o1777),
+    )
+    .unwrap();
+    write(&root.join("modes/none"), b"no permissions");
+    fs::set_permissions(root.join("modes/none"), fs::Permissions::from_mode(0o000)).unwrap();
+    // Owners, as root: numeric-only ids and a named user.
+    if is_root() {
+        use nix::unistd::{Gid, Uid, chown};
+        write(&root.join("owners/numeric"), b"1234:5678");
+        chown(
+            &root.join("owners/numeric"),
+            Some(Uid::from_raw(1234)),
+            Some(Gid::from_raw(5678)),
+        )
+        .unwrap();
+        write(&root.join("owners/nobody"), b"nobody");
+        if let Ok(Some(u)) = nix::unistd::User::from_name("nobody") {
+            chown(&root.join("owners/nobody"), Some(u.uid), Some(u.gid)).unwrap();
+        }
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            &root.join("rel-link"),
+            Some(Uid::from_raw(4321)),
+            Some(Gid::from_raw(8765)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+    }
+    // Extended attributes and ACLs.
+    write(&root.join("xattrs/file"), b"with attributes");
+    xattr::set(
+        root.join("xattrs/file"),
+        "user.comment",
+        b"hello\0binary\xff",
+    )
+    .unwrap();
+    xattr::set(root.join("xattrs"), "user.dir", b"on a directory").unwrap();
+    if is_root() {
+        xattr::set(root.join("xattrs/file"), "trusted.larder", b"trusted value").unwrap();
+        let _ = xattr::set(
+            root.join("xattrs/file"),
+            "security.larder",
+            b"security value",
+        );
+    }
+    if have("setfacl") {
+        write(&root.join("acl/file"), b"acl");
+        sh(
+            root,
+            "setfacl -m u:nobody:r-- acl/file && setfacl -d -m u:nobody:r-x acl && setfacl -m u:nobody:rwx acl",
+        );
+    }
+    // Content: empty, all zeros (written), sparse, larger than 4 GiB.
+    write(&root.join("content/empty"), b"");
+    write(&root.join("content/zeros"), &vec![0u8; 3 << 20]);
+    let sparse = root.join("content/sparse");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = fs::File::create(&sparse).unwrap();
+        f.set_len(100 << 20).unwrap();
+        f.write_all_at(b"data at the start", 0).unwrap();
+        f.write_all_at(b"data in the middle", 50 << 20).unwrap();
+    }
+    let huge = root.join("content/over-4GiB");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = fs::File::create(&huge).unwrap();
+        f.set_len((4u64 << 30) + (3 << 20)).unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        f.write_all_at(&[7u8; 100_000], (4u64 << 30) + (1 << 20))
+            .unwrap();
+    }
+    // Nanosecond times, set last (children first so parents keep theirs).
+    set_mtime(&root.join("sub/target.txt"), 1_600_000_000, 123_456_789);
+    set_mtime(&root.join("rel-link"), 1_500_000_000, 999_999_999);
+    set_mtime(&root.join("content/empty"), 1, 1);
+    set_mtime(&root.join("modes/sticky-dir"), 1_700_000_000, 42);
+    vec![sparse, huge]
+}
+
+/// `bsdtar` mtree lines below `dir`, without `.` and sockets, sorted.
+fn mtree(dir: &Path) -> BTreeSet<String> {
+    sh(dir, "bsdtar -cf - --format=mtree --options='mtree:sha256,mtree:nlink,mtree:device,mtree:!flags' .")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with(". ") && !l.contains("type=socket"))
+        .map(String::from)
+        .collect()
+}
+
+/// A recursive dump (`getfattr`/`getfacl`) as a map from path to its lines.
+fn dump_blocks(dir: &Path, cmd: &str) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    for block in sh(dir, cmd).split("\n\n") {
+        let mut lines = block.lines().filter(|l| !l.is_empty());
+        let Some(head) = lines.next() else { continue };
+        let mut rest: Vec<String> = lines.map(String::from).collect();
+        rest.sort();
+        // The root is the target itself; sockets are not restored by design.
+        if head != "# file: ." && head != "# file: ./socket" {
+            out.insert(head.to_string(), rest);
+        }
+    }
+    out
+}
+
+/// Hard link groups: sets of relative paths sharing an inode.
+fn link_groups(dir: &Path) -> BTreeSet<BTreeSet<PathBuf>> {
+    let mut by_ino: HashMap<(u64, u64), BTreeSet<PathBuf>> = HashMap::new();
+    for e in walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+    {
+        let md = e.metadata().unwrap();
+        if md.is_file() && md.nlink() > 1 {
+            by_ino
+                .entry((md.dev(), md.ino()))
+                .or_default()
+                .insert(e.path().strip_prefix(dir).unwrap().to_path_buf());
+        }
+    }
+    by_ino.into_values().collect()
+}
+
+fn atimes(dir: &Path) -> BTreeMap<PathBuf, (i64, i64)> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            (e.into_path(), (m.atime(), m.atime_nsec()))
+        })
+        .collect()
+}
+
+/// Asserts two dumps are equal, showing only the entries that differ.
+fn assert_same(a: &BTreeMap<String, Vec<String>>, b: &BTreeMap<String, Vec<String>>, what: &str) {
+    let diff: Vec<_> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .take(5)
+        .map(|k| (k, a.get(k), b.get(k)))
+        .collect();
+    assert!(
+        diff.is_empty(),
+        "{what} differ (source, restore): {diff:#?}"
+    );
+}
+
+#[test]
+fn exotic_tree_restores_exactly() {
+    if !have("bsdtar") {
+        eprintln!("skipping: bsdtar (libarchive-tools) is not installed; .ci/run installs it");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    let sparse = build(&src);
+    // bsdtar reads every file (and so moves atimes): list first, then note atimes.
+    let src_mtree = mtree(&src);
+    let before_atimes = atimes(&src);
+    let run = |args: &[&OsStr]| {
+        let out = larder(&repo, &cache).args(args).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = run(&[OsStr::new("init")]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = run(&[OsStr::new("backup"), OsStr::new("--json"), src.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    // The sparse >4 GiB file is not read as 4 GiB of stored data.
+    assert!(
+        summary["data_added"].as_u64().unwrap() < 40 << 20,
+        "{summary}"
+    );
+
+    // Reading the source did not touch it: no atime moved, nothing changed.
+    let after_atimes = atimes(&src);
+    let moved: Vec<_> = before_atimes
+        .iter()
+        .filter(|(p, t)| after_atimes.get(*p) != Some(t))
+        .take(5)
+        .collect();
+    assert!(moved.is_empty(), "backup changed access times: {moved:?}");
+    assert_eq!(mtree(&src), src_mtree, "backup changed the source");
+
+    let target = base.path().join("restore");
+    let spec = format!("latest:{}", src.display());
+    let (code, _, err) = run(&[
+        OsStr::new("restore"),
+        OsStr::new(&spec),
+        OsStr::new("--target"),
+        target.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("socket") && err.contains("skipped"),
+        "sockets are noted: {err}"
+    );
+
+    let restored = mtree(&target);
+    let missing: Vec<_> = src_mtree.difference(&restored).take(10).collect();
+    let extra: Vec<_> = restored.difference(&src_mtree).take(10).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "mtree differs:\nsource only: {missing:#?}\nrestore only: {extra:#?}"
+    );
+    assert!(
+        src_mtree.len() > 100_500,
+        "the comparison saw {} entries",
+        src_mtree.len()
+    );
+    if is_root() {
+        assert!(
+            restored
+                .iter()
+                .any(|l| l.contains("type=char") && l.contains("device=")),
+            "char device compared"
+        );
+        assert!(restored.iter().any(|l| l.starts_with("./owners/numeric")
+            && l.contains("uid=1234")
+            && l.contains("gid=5678")));
+    }
+
+    if have("getfattr") {
+        let cmd = "getfattr -R -d -m - -h --absolute-names -e hex .";
+        let (a, b) = (dump_blocks(&src, cmd), dump_blocks(&target, cmd));
+        assert_same(&a, &b, "extended attributes");
+        assert!(a.keys().any(|k| k.contains("xattrs/file")), "{a:?}");
+        if is_root() {
+            assert!(
+                a.values()
+                    .flatten()
+                    .any(|l| l.starts_with("trusted.larder")),
+                "{a:?}"
+            );
+        }
+    }
+    if have("getfacl") {
+        let cmd = "getfacl -R -p -P . 2>/dev/null";
+        let (a, b) = (dump_blocks(&src, cmd), dump_blocks(&target, cmd));
+        assert_same(&a, &b, "ACLs");
+        assert!(
+            a.values().flatten().any(|l| l == "default:user:nobody:r-x"),
+            "{a:?}"
+        );
+    }
+    assert_eq!(link_groups(&src), link_groups(&target));
+    assert_eq!(link_groups(&target).iter().map(|g| g.len()).max(), Some(3));
+    for s in &sparse {
+        let rel = s.strip_prefix(&src).unwrap();
+        let (a, b) = (
+            fs::metadata(s).unwrap(),
+            fs::metadata(target.join(rel)).unwrap(),
+        );
+        assert_eq!(a.len(), b.len());
+        assert!(
+            b.blocks() * 512 <= a.blocks() * 512 + (2 << 20),
+            "{}: restored {} bytes allocated, source {}",
+            rel.display(),
+            b.blocks() * 512,
+            a.blocks() * 512
+        );
+    }
+    // A deep file came back with its content.
+    let mut deep = target.join("deep");
+    for i in 0..500 {
+        deep.push(format!("{}", i % 10));
+    }
+    assert_eq!(fs::read(deep.join("bottom.txt")).unwrap(), b"at the bottom");
+}
+
+#[test]
+fn unreadable_and_vanishing_files_are_reported() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    write(&src.join("ok.txt"), b"fine");
+    write(&src.join("locked/inner.txt"), b"behind a locked directory");
+    let out = larder(&repo, &cache).arg("init").output().unwrap();
+    assert!(out.status.success());
+    // Root reads everything; as root, drop to an unprivileged user instead.
+    fs::set_permissions(src.join("locked"), fs::Permissions::from_mode(0o000)).unwrap();
+    let mut cmd = larder(&repo, &cache);
+    cmd.arg("backup").arg(&src);
+    if is_root() {
+        use std::os::unix::process::CommandExt;
+        sh(base.path(), "chown -R 65534:65534 .");
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("locked"),
+        "the unreadable directory is named: {err}"
+    );
+    assert!(!err.contains("ok.txt"), "{err}");
+}
