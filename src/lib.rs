@@ -23,6 +23,7 @@ pub mod keys;
 pub mod lock;
 pub mod object;
 pub mod pack;
+pub mod packer;
 pub mod repository;
 pub mod restorer;
 pub mod snapshot;

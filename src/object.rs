@@ -171,12 +171,24 @@ pub fn unframe(what: &str, plain: &[u8]) -> Result<Vec<u8>> {
 
 /// Decompresses a zstd frame into exactly `len` bytes, never more.
 pub fn decompress_exact(what: &str, data: &[u8], len: usize) -> Result<Vec<u8>> {
+    thread_local! {
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
     let mut out = Vec::with_capacity(len);
-    let mut d =
-        zstd::bulk::Decompressor::new().map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?;
-    let n = d
-        .decompress_to_buffer(data, &mut out)
-        .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?;
+    // One reused decompression context per thread.
+    let n = DECOMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let d = match cell.as_mut() {
+            Some(d) => d,
+            None => cell.insert(
+                zstd::bulk::Decompressor::new()
+                    .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?,
+            ),
+        };
+        d.decompress_to_buffer(data, &mut out)
+            .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))
+    })?;
     if n != len {
         return Err(Error::corrupt(
             what,

@@ -12,7 +12,8 @@ use crate::id::Id;
 use crate::index::{self, BlobLocation, Index, IndexPack, IndexSegment};
 use crate::keys::{self, Credential, NewKey};
 use crate::object::{self, ObjectType};
-use crate::pack::{self, BlobType, PackWriter, PreparedBlob};
+use crate::pack;
+pub use crate::packer::{Packer, PackerStats};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -266,18 +267,7 @@ impl Repository {
 
     /// A packer for writing new blobs.
     pub fn packer(&self) -> Result<Packer<'_>> {
-        let level = self.config.compression_level;
-        let compressor = zstd::bulk::Compressor::new(level)
-            .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
-        Ok(Packer {
-            repo: self,
-            writer: PackWriter::default(),
-            in_pack: HashSet::new(),
-            unsegmented: Vec::new(),
-            compressor,
-            packs_per_segment: 8,
-            stats: PackerStats::default(),
-        })
+        Packer::new(self)
     }
 
     /// Finds packs that no index segment lists (left by a run that died before
@@ -398,116 +388,4 @@ pub struct RepairReport {
     pub packs: usize,
     pub blobs: usize,
     pub problems: Vec<String>,
-}
-
-/// Counters kept by a [`Packer`].
-#[derive(Debug, Default, Clone, Copy, Serialize)]
-pub struct PackerStats {
-    pub blobs_added: u64,
-    pub bytes_added_plain: u64,
-    pub bytes_added_stored: u64,
-    pub packs_written: u64,
-}
-
-/// Writes new blobs into packs, deduplicating against the index and the
-/// pack being filled, and flushes an index segment every few packs so a run
-/// that dies leaves its uploaded data reusable.
-pub struct Packer<'r> {
-    repo: &'r Repository,
-    writer: PackWriter,
-    in_pack: HashSet<Id>,
-    unsegmented: Vec<IndexPack>,
-    compressor: zstd::bulk::Compressor<'static>,
-    packs_per_segment: usize,
-    /// What this packer stored.
-    pub stats: PackerStats,
-}
-
-impl Packer<'_> {
-    /// Whether blob `id` is already stored or queued.
-    pub fn has(&self, id: &Id) -> Result<bool> {
-        Ok(self.in_pack.contains(id) || self.repo.index()?.contains(id)?)
-    }
-
-    /// Stores `plain` as a blob of type `ty` unless it is already there.
-    /// Returns its ID and whether it was new.
-    pub fn add(&mut self, ty: BlobType, plain: &[u8]) -> Result<(Id, bool)> {
-        let id = self.repo.keys.blob_id(plain);
-        if self.has(&id)? {
-            return Ok((id, false));
-        }
-        let level_compress = self.repo.config.compression_level != 0 || ty == BlobType::Tree;
-        let prepared = pack::prepare_blob(
-            &self.repo.keys,
-            level_compress.then_some(&mut self.compressor),
-            ty,
-            id,
-            plain,
-        )?;
-        self.add_prepared(prepared)?;
-        Ok((id, true))
-    }
-
-    /// Appends a blob prepared elsewhere (by a worker); skips duplicates.
-    pub fn add_prepared(&mut self, b: PreparedBlob) -> Result<bool> {
-        if self.in_pack.contains(&b.id) || self.repo.index()?.contains(&b.id)? {
-            return Ok(false);
-        }
-        self.stats.blobs_added += 1;
-        self.stats.bytes_added_plain += b.plain_len as u64;
-        self.stats.bytes_added_stored += b.stored.len() as u64;
-        self.in_pack.insert(b.id);
-        self.writer.add(b);
-        if self.writer.size() >= self.repo.config.pack_size as usize {
-            self.flush_pack()?;
-        }
-        Ok(true)
-    }
-
-    /// Writes the pack being filled, if any.
-    pub fn flush_pack(&mut self) -> Result<()> {
-        if self.writer.is_empty() {
-            return Ok(());
-        }
-        let w = std::mem::take(&mut self.writer);
-        let p = w.finish(&self.repo.keys)?;
-        self.repo
-            .backend
-            .write(Kind::Pack, &p.id.to_hex(), &p.bytes)?;
-        let ip = IndexPack {
-            id: p.id,
-            size: p.bytes.len() as u64,
-            blobs: p.entries,
-        };
-        self.repo.index()?.add_pending_pack(&ip)?;
-        self.unsegmented.push(ip);
-        self.in_pack.clear();
-        self.stats.packs_written += 1;
-        self.stats.bytes_added_stored += pack::TRAILER_LEN as u64;
-        if self.unsegmented.len() >= self.packs_per_segment {
-            self.flush_segment()?;
-        }
-        Ok(())
-    }
-
-    /// Writes an index segment for the packs written since the last one.
-    pub fn flush_segment(&mut self) -> Result<()> {
-        if self.unsegmented.is_empty() {
-            return Ok(());
-        }
-        let seg = IndexSegment {
-            packs: std::mem::take(&mut self.unsegmented),
-        };
-        let sid = index::write_segment(self.repo.backend.as_ref(), &self.repo.keys, &seg)?;
-        let ids: Vec<Id> = seg.packs.iter().map(|p| p.id).collect();
-        self.repo.index()?.commit_segment(&sid, &ids)?;
-        Ok(())
-    }
-
-    /// Flushes everything: the open pack, then its index segment.
-    pub fn finish(mut self) -> Result<PackerStats> {
-        self.flush_pack()?;
-        self.flush_segment()?;
-        Ok(self.stats)
-    }
 }

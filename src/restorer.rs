@@ -65,12 +65,15 @@ pub struct RestoreReport {
     pub errors: Vec<String>,
 }
 
-const BATCH_FILES: usize = 256;
+const BATCH_FILES: usize = 1024;
 const BATCH_BYTES: u64 = 256 << 20;
 /// Two blobs closer than this in a pack are fetched in one read.
 const COALESCE_GAP: u64 = 256 << 10;
 /// Largest single read from a pack.
-const MAX_READ: u64 = 32 << 20;
+const MAX_READ: u64 = 4 << 20;
+
+/// One read of a pack region: pack, start, end and the blobs in it.
+type PackRead = (Id, u64, u64, Vec<(BlobLocation, Vec<(usize, u64)>)>);
 
 /// Per pack: blob offset → (location, every (file, offset) that needs it).
 type PackPlan = BTreeMap<Id, BTreeMap<u64, (BlobLocation, Vec<(usize, u64)>)>>;
@@ -78,13 +81,32 @@ type PackPlan = BTreeMap<Id, BTreeMap<u64, (BlobLocation, Vec<(usize, u64)>)>>;
 struct FileJob {
     dest: PathBuf,
     tmp: PathBuf,
-    file: File,
     node: Node,
 }
 
-struct Restorer<'r> {
+/// What the batch writer needs, shared with its thread.
+struct Ctx<'r> {
     repo: &'r Repository,
     opts: &'r RestoreOptions,
+    is_root: bool,
+    names: NameCache,
+}
+
+/// What one written batch adds to the report.
+#[derive(Default)]
+struct BatchOutcome {
+    files: u64,
+    bytes: u64,
+    errors: Vec<String>,
+}
+
+struct Restorer<'scope, 'env> {
+    ctx: &'env Ctx<'env>,
+    repo: &'env Repository,
+    opts: &'env RestoreOptions,
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    /// The batch being written while the walk goes on.
+    pending: Option<std::thread::ScopedJoinHandle<'scope, Result<BatchOutcome>>>,
     include: Option<GlobSet>,
     exclude: GlobSet,
     report: RestoreReport,
@@ -95,7 +117,46 @@ struct Restorer<'r> {
     hardlinks: HashMap<(u64, u64), PathBuf>,
     /// Hard links to create after all content is written.
     links: Vec<(PathBuf, PathBuf, String)>,
-    is_root: bool,
+    /// Makes temporary file names unique within this run.
+    tmp_counter: u64,
+    /// Directories created only to reach included paths.
+    unselected_dirs: Vec<PathBuf>,
+}
+
+/// user/group name → id lookups, cached (each lookup reads the passwd or
+/// group database).
+#[derive(Default)]
+struct NameCache {
+    users: Mutex<HashMap<String, Option<u32>>>,
+    groups: Mutex<HashMap<String, Option<u32>>>,
+}
+
+impl NameCache {
+    fn uid(&self, name: &str) -> Option<u32> {
+        if name.is_empty() {
+            return None;
+        }
+        let mut m = self.users.lock().ok()?;
+        *m.entry(name.to_string()).or_insert_with(|| {
+            nix::unistd::User::from_name(name)
+                .ok()
+                .flatten()
+                .map(|u| u.uid.as_raw())
+        })
+    }
+
+    fn gid(&self, name: &str) -> Option<u32> {
+        if name.is_empty() {
+            return None;
+        }
+        let mut m = self.groups.lock().ok()?;
+        *m.entry(name.to_string()).or_insert_with(|| {
+            nix::unistd::Group::from_name(name)
+                .ok()
+                .flatten()
+                .map(|g| g.gid.as_raw())
+        })
+    }
 }
 
 fn globset(pats: &[String]) -> Result<GlobSet> {
@@ -144,42 +205,63 @@ pub fn restore(
             Err(_) => fs::create_dir_all(&opts.target).map_err(|e| Error::io(&opts.target, e))?,
         }
     }
-    let mut r = Restorer {
+    let ctx = Ctx {
         repo,
         opts,
-        include: if opts.include.is_empty() {
-            None
-        } else {
-            Some(globset(&opts.include)?)
-        },
-        exclude: globset(&opts.exclude)?,
-        report: RestoreReport::default(),
-        batch: Vec::new(),
-        batch_bytes: 0,
-        dirs: Vec::new(),
-        hardlinks: HashMap::new(),
-        links: Vec::new(),
         is_root: nix::unistd::geteuid().is_root(),
+        names: NameCache::default(),
     };
-    r.tree(&root, &opts.target.clone(), "", false)?;
-    r.flush()?;
-    for (existing, dest, shown) in std::mem::take(&mut r.links) {
-        if let Err(e) = r.make_hardlink(&existing, &dest) {
-            r.report
-                .errors
-                .push(format!("{shown}: cannot create hard link: {e}"));
+    let include = if opts.include.is_empty() {
+        None
+    } else {
+        Some(globset(&opts.include)?)
+    };
+    let exclude = globset(&opts.exclude)?;
+    std::thread::scope(|scope| {
+        let mut r = Restorer {
+            ctx: &ctx,
+            repo,
+            opts,
+            scope,
+            pending: None,
+            include,
+            exclude,
+            report: RestoreReport::default(),
+            batch: Vec::new(),
+            batch_bytes: 0,
+            dirs: Vec::new(),
+            hardlinks: HashMap::new(),
+            links: Vec::new(),
+            tmp_counter: 0,
+            unselected_dirs: Vec::new(),
+        };
+        let walked = r.tree(&root, &opts.target.clone(), "", false);
+        let flushed = r.flush().and_then(|()| r.join_pending());
+        walked?;
+        flushed?;
+        for (existing, dest, shown) in std::mem::take(&mut r.links) {
+            if let Err(e) = make_hardlink(&existing, &dest) {
+                r.report
+                    .errors
+                    .push(format!("{shown}: cannot create hard link: {e}"));
+            }
         }
-    }
-    // Directory metadata last, deepest first, so writing contents cannot disturb it.
-    for (path, node) in std::mem::take(&mut r.dirs).into_iter().rev() {
-        if let Err(e) = r.apply_meta(&path, &node) {
-            r.report.errors.push(format!("{}: {e}", path.display()));
+        // Directories that hold nothing included go again (deepest first;
+        // one that is not empty stays).
+        for d in std::mem::take(&mut r.unselected_dirs) {
+            let _ = fs::remove_dir(&d);
         }
-    }
-    Ok(r.report)
+        // Directory metadata last, deepest first, so writing contents cannot disturb it.
+        for (path, node) in std::mem::take(&mut r.dirs).into_iter().rev() {
+            if let Err(e) = ctx.apply_meta(&path, &node) {
+                r.report.errors.push(format!("{}: {e}", path.display()));
+            }
+        }
+        Ok(r.report)
+    })
 }
 
-impl Restorer<'_> {
+impl Restorer<'_, '_> {
     fn selected(&self, rel: &str, ancestor_included: bool) -> (bool, bool) {
         let excluded =
             self.exclude.is_match(rel) || self.exclude.is_match(rel.trim_start_matches('/'));
@@ -241,8 +323,8 @@ impl Restorer<'_> {
                         self.dirs.push((dest, n));
                     }
                 } else if !self.opts.dry_run {
-                    // Remove it again if nothing below was restored.
-                    let _ = fs::remove_dir(&dest);
+                    // Removed at the end if nothing below was restored.
+                    self.unselected_dirs.push(dest);
                 }
                 continue;
             }
@@ -332,12 +414,12 @@ impl Restorer<'_> {
             NodeKind::Symlink => {
                 std::os::unix::fs::symlink(OsStr::from_bytes(&n.link_target), dest)
                     .map_err(|e| Error::io(dest, e))?;
-                self.apply_meta(dest, &n)?;
+                self.ctx.apply_meta(dest, &n)?;
             }
             NodeKind::Fifo => {
                 nix::unistd::mkfifo(dest, nix::sys::stat::Mode::from_bits_truncate(0o600))
                     .map_err(|e| Error::io(dest, e.into()))?;
-                self.apply_meta(dest, &n)?;
+                self.ctx.apply_meta(dest, &n)?;
             }
             NodeKind::CharDev | NodeKind::BlockDev => {
                 let kind = if n.kind == NodeKind::CharDev {
@@ -352,7 +434,7 @@ impl Restorer<'_> {
                     n.rdev as _,
                 )
                 .map_err(|e| Error::io(dest, e.into()))?;
-                self.apply_meta(dest, &n)?;
+                self.ctx.apply_meta(dest, &n)?;
             }
             NodeKind::Dir | NodeKind::Socket => {}
         }
@@ -361,22 +443,16 @@ impl Restorer<'_> {
 
     fn queue_file(&mut self, dest: &Path, n: Node) -> Result<()> {
         let dir = dest.parent().unwrap_or(Path::new("."));
-        let mut rnd = [0u8; 8];
-        crate::crypto::fill_random(&mut rnd)?;
-        let tmp = dir.join(format!(".larder-restore-{}", hex::encode(rnd)));
-        let file = File::options()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(|e| Error::io(&tmp, e))?;
-        file.set_len(n.size).map_err(|e| Error::io(&tmp, e))?;
+        self.tmp_counter += 1;
+        let tmp = dir.join(format!(
+            ".larder-restore-{}-{}",
+            std::process::id(),
+            self.tmp_counter
+        ));
         self.batch_bytes += n.size;
         self.batch.push(FileJob {
             dest: dest.to_path_buf(),
             tmp,
-            file,
             node: n,
         });
         if self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES {
@@ -385,17 +461,62 @@ impl Restorer<'_> {
         Ok(())
     }
 
-    /// Writes the content of every queued file, pack by pack.
+    /// Hands the queued files to a writer thread (after the previous batch
+    /// is done), so the walk goes on while content is written.
     fn flush(&mut self) -> Result<()> {
+        self.join_pending()?;
         let jobs = std::mem::take(&mut self.batch);
         self.batch_bytes = 0;
         if jobs.is_empty() {
             return Ok(());
         }
-        let failed: Vec<Mutex<Option<String>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+        let ctx = self.ctx;
+        self.pending = Some(self.scope.spawn(move || ctx.write_batch(jobs)));
+        Ok(())
+    }
+
+    /// Waits for the batch being written and adds it to the report.
+    fn join_pending(&mut self) -> Result<()> {
+        if let Some(h) = self.pending.take() {
+            let out = h
+                .join()
+                .map_err(|_| Error::Usage("a restore writer thread panicked".into()))??;
+            self.report.files += out.files;
+            self.report.bytes += out.bytes;
+            self.report.errors.extend(out.errors);
+        }
+        Ok(())
+    }
+}
+
+impl Ctx<'_> {
+    /// Writes the content of `jobs`, pack by pack, then their metadata.
+    fn write_batch(&self, jobs: Vec<FileJob>) -> Result<BatchOutcome> {
+        let mut report = BatchOutcome::default();
+        // Create the pre-sized temporary files in parallel.
+        let files: Vec<Option<File>> = jobs
+            .par_iter()
+            .map(|job| {
+                File::options()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&job.tmp)
+                    .and_then(|f| f.set_len(job.node.size).map(|()| f))
+                    .ok()
+            })
+            .collect();
+        let failed: Vec<Mutex<Option<String>>> = files
+            .iter()
+            .map(|f| Mutex::new(f.is_none().then(|| "cannot create the file".to_string())))
+            .collect();
         // pack → blob offset → (location, targets)
         let mut plan: PackPlan = BTreeMap::new();
         for (j, job) in jobs.iter().enumerate() {
+            if files[j].is_none() {
+                continue;
+            }
             let mut off = 0u64;
             for c in &job.node.content {
                 match self.repo.lookup(c)? {
@@ -428,23 +549,33 @@ impl Restorer<'_> {
             }
         }
         let repo = self.repo;
-        plan.into_par_iter().for_each(|(pack_id, blobs)| {
-            let blobs: Vec<_> = blobs.into_values().collect();
-            let mut i = 0;
-            while i < blobs.len() {
-                // Coalesce nearby blobs into one read.
-                let start = blobs[i].0.entry.offset;
-                let mut end = start + blobs[i].0.entry.stored_len as u64;
-                let mut k = i + 1;
-                while k < blobs.len() {
-                    let e = &blobs[k].0.entry;
-                    let next_end = e.offset + e.stored_len as u64;
-                    if e.offset > end + COALESCE_GAP || next_end - start > MAX_READ {
-                        break;
-                    }
-                    end = end.max(next_end);
-                    k += 1;
+        // Cut each pack's blobs into coalesced reads, then read, decrypt,
+        // verify and write the reads in parallel.
+        let mut reads: Vec<PackRead> = Vec::new();
+        for (pack_id, blobs) in plan {
+            let mut cur: Vec<(BlobLocation, Vec<(usize, u64)>)> = Vec::new();
+            let (mut start, mut end) = (0u64, 0u64);
+            for (_, (loc, targets)) in blobs {
+                let e = &loc.entry;
+                let next_end = e.offset + e.stored_len as u64;
+                if !cur.is_empty() && (e.offset > end + COALESCE_GAP || next_end - start > MAX_READ)
+                {
+                    reads.push((pack_id, start, end, std::mem::take(&mut cur)));
                 }
+                if cur.is_empty() {
+                    start = e.offset;
+                    end = next_end;
+                }
+                end = end.max(next_end);
+                cur.push((loc, targets));
+            }
+            if !cur.is_empty() {
+                reads.push((pack_id, start, end, cur));
+            }
+        }
+        reads
+            .into_par_iter()
+            .for_each(|(pack_id, start, end, blobs)| {
                 let name = pack_id.to_hex();
                 let data = repo.backend().read_range(
                     crate::backend::Kind::Pack,
@@ -452,7 +583,7 @@ impl Restorer<'_> {
                     start,
                     end - start,
                 );
-                for (loc, targets) in &blobs[i..k] {
+                for (loc, targets) in &blobs {
                     let result = data.as_ref().map_err(|e| e.to_string()).and_then(|d| {
                         let e = &loc.entry;
                         let s = &d[(e.offset - start) as usize
@@ -476,7 +607,8 @@ impl Restorer<'_> {
                                 if zero || !lock_is_none(&failed[j]) {
                                     continue; // a hole: the file was pre-sized
                                 }
-                                if let Err(e) = jobs[j].file.write_all_at(&plain, off) {
+                                let Some(f) = &files[j] else { continue };
+                                if let Err(e) = f.write_all_at(&plain, off) {
                                     set_failed(&failed[j], format!("write failed: {e}"));
                                 }
                             }
@@ -488,55 +620,47 @@ impl Restorer<'_> {
                         }
                     }
                 }
-                i = k;
-            }
-        });
-        for (job, f) in jobs.into_iter().zip(failed) {
-            let shown = job.dest.display().to_string();
-            let err = f.into_inner().ok().flatten();
-            match err {
-                Some(msg) => {
+            });
+        drop(files);
+        // Metadata and the final rename, in parallel; the report in order.
+        let outcomes: Vec<(Option<String>, std::result::Result<(), String>)> = jobs
+            .par_iter()
+            .zip(failed)
+            .map(|(job, f)| {
+                let shown = job.dest.display().to_string();
+                if let Some(msg) = f.into_inner().ok().flatten() {
                     let _ = fs::remove_file(&job.tmp);
-                    self.report.errors.push(format!("{shown}: {msg}"));
+                    return (None, Err(format!("{shown}: {msg}")));
                 }
-                None => {
-                    drop(job.file);
-                    // Metadata the target refuses is reported; the content
-                    // is still put in place.
-                    let res = match self.apply_meta(&job.tmp, &job.node) {
-                        Ok(()) => Ok(()),
-                        Err(Error::Partial(msg)) => {
-                            self.report.errors.push(format!("{shown}: {msg}"));
-                            Ok(())
-                        }
-                        Err(e) => Err(e),
-                    }
-                    .and_then(|()| {
-                        fs::rename(&job.tmp, &job.dest).map_err(|e| Error::io(&job.dest, e))
-                    });
-                    match res {
-                        Ok(()) => {
-                            self.report.files += 1;
-                            self.report.bytes += job.node.size;
-                        }
-                        Err(e) => {
-                            let _ = fs::remove_file(&job.tmp);
-                            self.report.errors.push(format!("{shown}: {e}"));
-                        }
-                    }
+                // Metadata the target refuses is reported; the content is
+                // still put in place.
+                let (partial, res) = match self.apply_meta(&job.tmp, &job.node) {
+                    Ok(()) => (None, Ok(())),
+                    Err(Error::Partial(msg)) => (Some(format!("{shown}: {msg}")), Ok(())),
+                    Err(e) => (None, Err(e)),
+                };
+                let res = res.and_then(|()| {
+                    fs::rename(&job.tmp, &job.dest).map_err(|e| Error::io(&job.dest, e))
+                });
+                if res.is_err() {
+                    let _ = fs::remove_file(&job.tmp);
                 }
+                (partial, res.map_err(|e| format!("{shown}: {e}")))
+            })
+            .collect();
+        for (job, (partial, res)) in jobs.iter().zip(outcomes) {
+            if let Some(p) = partial {
+                report.errors.push(p);
+            }
+            match res {
+                Ok(()) => {
+                    report.files += 1;
+                    report.bytes += job.node.size;
+                }
+                Err(e) => report.errors.push(e),
             }
         }
-        Ok(())
-    }
-
-    fn make_hardlink(&self, existing: &Path, dest: &Path) -> std::io::Result<()> {
-        match fs::symlink_metadata(dest) {
-            Ok(_) => fs::remove_file(dest)?,
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        fs::hard_link(existing, dest)
+        Ok(report)
     }
 
     /// Ownership (as root), mode (not for symlinks) and times, without
@@ -547,15 +671,11 @@ impl Restorer<'_> {
         use nix::unistd::{Gid, Uid};
         let (mut uid, mut gid) = (n.uid, n.gid);
         if !self.opts.numeric_owner {
-            if !n.user.is_empty()
-                && let Ok(Some(u)) = nix::unistd::User::from_name(&n.user)
-            {
-                uid = u.uid.as_raw();
+            if let Some(u) = self.names.uid(&n.user) {
+                uid = u;
             }
-            if !n.group.is_empty()
-                && let Ok(Some(g)) = nix::unistd::Group::from_name(&n.group)
-            {
-                gid = g.gid.as_raw();
+            if let Some(g) = self.names.gid(&n.group) {
+                gid = g;
             }
         }
         // As root always; otherwise only when it differs from what we create
@@ -604,6 +724,16 @@ impl Restorer<'_> {
             Err(Error::Partial(problems.join("; ")))
         }
     }
+}
+
+/// Replaces whatever is at `dest` with a hard link to `existing`.
+fn make_hardlink(existing: &Path, dest: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(dest) {
+        Ok(_) => fs::remove_file(dest)?,
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs::hard_link(existing, dest)
 }
 
 fn set_failed(m: &Mutex<Option<String>>, msg: String) {

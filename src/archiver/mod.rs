@@ -15,6 +15,7 @@ use crate::pack::BlobType;
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
 use crate::tree::{Node, NodeKind, Owners, Tree, Xattr, node_from_metadata};
+use crossbeam_channel::Sender;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::collections::BTreeMap;
 use std::collections::HashSet;
@@ -24,7 +25,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use store::StoreItem;
@@ -298,7 +298,7 @@ struct Run<'r, 'p> {
     repo: &'r Repository,
     opts: &'r BackupOptions,
     /// The storing stage (None in a dry run).
-    store: Option<SyncSender<StoreItem>>,
+    store: Option<Sender<StoreItem>>,
     /// New blobs sent to the store during this run.
     inflight: HashSet<Id>,
     /// IDs of all-zero chunks by length.

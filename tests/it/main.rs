@@ -1,5 +1,6 @@
 //! Integration tests, one binary: each module covers one capability.
 
+mod bench_table;
 mod common;
 mod daily;
 mod fidelity;

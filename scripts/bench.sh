@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# larder vs restic vs borg, side by side on the same data (issue 5).
+#
+# One command on a fresh Debian machine (as root, or with sudo for apt):
+#     scripts/bench.sh
+# installs restic, borgbackup, GNU time and python3 from Debian's packages,
+# builds larder (release) and the examples it needs, builds the corpus from
+# what is on the machine (the Rust toolchain's sysroot with its docs, plus
+# /usr/share/doc) and a seeded random file, runs every tool on every row in
+# rotating order after a warm-up, measures each pipeline stage alone and the
+# flatness of larder with a synthetic 10M-blob index, and writes
+#     bench/results/<date>/raw.csv     every sample (and the machine, versions)
+#     bench/results/<date>/raw.sha256  SHA-256 of raw.csv
+#     bench/results/<date>/table.md    scripts/bench_table.py raw.csv
+#
+# Environment:
+#   BENCH_RUNS=3          runs per tool
+#   BENCH_SMALL=1         development run: ~50 MiB corpus, 64 MiB random file,
+#                         100k synthetic blobs (the table says so)
+#   BENCH_DIR=/var/tmp/larder-bench   work area on disk (repositories, corpus,
+#                         restores onto disk); needs ~3x the corpus free
+#   BENCH_SHM=/dev/shm/larder-bench   tmpfs restore target
+#   BENCH_OUT=bench/results/<UTC date>  (BENCH_SMALL: target/bench-small/<date>)
+#   BENCH_SEED=5          seed of the edits and of the random file
+#   BENCH_TOOLS="larder restic borg"
+#   BENCH_SOURCES="<sysroot> /usr/share/doc"   trees copied into the corpus
+#   BENCH_SYNTH_SEGMENTS=100 BENCH_SYNTH_BLOBS=100000   synthetic index size
+#   BENCH_SKIP_INSTALL=1  do not run apt-get
+#   BENCH_KEEP=1          keep BENCH_DIR afterwards
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+RUNS=${BENCH_RUNS:-3}
+SMALL=${BENCH_SMALL:-0}
+SEED=${BENCH_SEED:-5}
+read -r -a TOOLS <<< "${BENCH_TOOLS:-larder restic borg}"
+W=${BENCH_DIR:-/var/tmp/larder-bench}
+SHM=${BENCH_SHM:-/dev/shm/larder-bench}
+DATE=$(date -u +%Y-%m-%d)
+if [ "$SMALL" = 1 ]; then
+    OUT=${BENCH_OUT:-target/bench-small/$DATE}
+    BUDGET=$((50 << 20))
+    RAND_BYTES=$((64 << 20))
+    SYN_SEG=${BENCH_SYNTH_SEGMENTS:-4}
+    SYN_BLOBS=${BENCH_SYNTH_BLOBS:-25000}
+else
+    OUT=${BENCH_OUT:-bench/results/$DATE}
+    BUDGET=0
+    RAND_BYTES=$((1 << 30))
+    SYN_SEG=${BENCH_SYNTH_SEGMENTS:-100}
+    SYN_BLOBS=${BENCH_SYNTH_BLOBS:-100000}
+fi
+PASS="larder-bench passphrase $SEED"
+say() { printf '\n== %s\n' "$*"; }
+
+# ---------------------------------------------------------------- install
+if [ "${BENCH_SKIP_INSTALL:-0}" != 1 ]; then
+    say "installing restic, borgbackup, time, python3 from Debian's packages"
+    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        restic borgbackup time python3 coreutils >/dev/null
+fi
+for c in restic borg python3 /usr/bin/time cargo; do
+    command -v "$c" >/dev/null || { echo "bench.sh: $c is missing" >&2; exit 1; }
+done
+
+say "building larder and the benchmark examples (release)"
+nice -n 10 cargo build --release --quiet --bin larder --example stages --example synth_index
+LARDER=$ROOT/target/release/larder
+STAGES=$ROOT/target/release/examples/stages
+SYNTH=$ROOT/target/release/examples/synth_index
+
+# ---------------------------------------------------------------- setup
+rm -rf "$W" "$SHM"
+mkdir -p "$W" "$SHM" "$OUT"
+[ "${BENCH_KEEP:-0}" = 1 ] || trap 'rm -rf "$W" "$SHM"' EXIT
+RAW=$OUT/raw.csv
+T=$W/tmp
+mkdir -p "$T"
+echo "kind,name,tool,run,wall_s,rss_kib,bytes,value" > "$RAW"
+
+# rec KIND NAME TOOL RUN WALL RSS BYTES VALUE: one CSV row (quoted properly).
+rec() {
+    python3 -c 'import csv,sys; csv.writer(open(sys.argv[1],"a",newline=""),lineterminator="\n").writerow(sys.argv[2:])' \
+        "$RAW" "$@"
+}
+meta() { rec meta "$1" "" "" "" "" "" "$2"; }
+
+SOURCES=${BENCH_SOURCES:-"$(rustc --print sysroot) /usr/share/doc"}
+CORPUS=$W/corpus
+say "building the corpus from: $SOURCES"
+# shellcheck disable=SC2086
+python3 scripts/bench_data.py corpus "$CORPUS" "$BUDGET" $SOURCES > "$T/corpus.json"
+CORPUS_FILES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["files"])' "$T/corpus.json")
+CORPUS_BYTES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bytes"])' "$T/corpus.json")
+echo "corpus: $CORPUS_FILES files, $CORPUS_BYTES bytes ($((CORPUS_BYTES >> 20)) MiB) in $CORPUS"
+mkdir -p "$W/rand"
+RAND_PRISTINE=$W/random.pristine
+python3 scripts/bench_data.py randfile "$RAND_PRISTINE" "$RAND_BYTES" "$SEED"
+echo "random file: $RAND_BYTES bytes, sha256 $(sha256sum "$RAND_PRISTINE" | cut -c1-16)..."
+
+# ---------------------------------------------------------------- metadata
+meta date "$DATE"
+meta small "$SMALL"
+meta runs "$RUNS"
+meta seed "$SEED"
+meta nproc "$(nproc)"
+meta cpu_model "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+meta mem_total "$(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+meta kernel "$(uname -r)"
+meta disk_fs "$(df -PT "$W" | awk 'NR==2 {print $2}') ($(df -P "$W" | awk 'NR==2 {print $1}'))"
+meta version_larder "$("$LARDER" --version) (git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src 2>/dev/null || echo ', src modified'))"
+meta version_restic "$(restic version | head -1)"
+meta version_borg "$(borg --version)"
+meta version_rustc "$(rustc --version)"
+meta corpus_sources "$SOURCES"
+meta corpus_files "$CORPUS_FILES"
+meta corpus_bytes "$CORPUS_BYTES"
+meta random_bytes "$RAND_BYTES"
+meta random_generator "python3 random.Random seeded, scripts/bench_data.py randfile"
+
+# ---------------------------------------------------------------- tools
+# Each tool: a repository under $W/<tool>-<tag>, its cache beside it.
+use_repo() { # TOOL TAG
+    local t=$1 tag=$2
+    case $t in
+        larder)
+            export LARDER_REPOSITORY=$W/repo-larder-$tag LARDER_CACHE_DIR=$W/cache-larder-$tag
+            export LARDER_PASSWORD=$PASS ;;
+        restic)
+            export RESTIC_REPOSITORY=$W/repo-restic-$tag RESTIC_CACHE_DIR=$W/cache-restic-$tag
+            export RESTIC_PASSWORD=$PASS ;;
+        borg)
+            export BORG_REPO=$W/repo-borg-$tag BORG_BASE_DIR=$W/cache-borg-$tag
+            export BORG_PASSPHRASE=$PASS ;;
+    esac
+}
+repo_dir() { echo "$W/repo-$1-$2"; }
+drop_repo() { rm -rf "$W/repo-$1-$2" "$W/cache-$1-$2"; }
+
+tool_init() {
+    case $1 in
+        larder) "$LARDER" -q init ;;
+        restic) restic -q init --repository-version 2 ;;
+        borg) borg init -e repokey-blake2 ;;
+    esac >"$T/init.log" 2>&1 || { cat "$T/init.log" >&2; return 1; }
+}
+# The command line of each operation, in the array CMD.
+cmd_backup() { # TOOL NAME PATH
+    case $1 in
+        larder) CMD=("$LARDER" -q backup "$3") ;;
+        restic) CMD=(restic -q --compression auto backup "$3") ;;
+        borg) CMD=(borg create --compression lz4 "::$2" "$3") ;;
+    esac
+}
+cmd_snapshots() {
+    case $1 in
+        larder) CMD=("$LARDER" snapshots) ;;
+        restic) CMD=(restic snapshots) ;;
+        borg) CMD=(borg list) ;;
+    esac
+}
+cmd_diff() { # TOOL A B (ids or archive names)
+    case $1 in
+        larder) CMD=("$LARDER" diff "$2" "$3") ;;
+        restic) CMD=(restic diff "$2" "$3") ;;
+        borg) CMD=(borg diff "::$2" "$3") ;;
+    esac
+}
+cmd_restore() { # TOOL SNAP TARGET
+    case $1 in
+        larder) CMD=("$LARDER" -q restore "$2" --target "$3") ;;
+        restic) CMD=(restic -q restore "$2" --target "$3") ;;
+        borg) CMD=(env -C "$3" borg extract "::$2") ;;
+    esac
+}
+# Snapshot ids in time order (borg: archive names).
+snap_ids() {
+    case $1 in
+        larder) "$LARDER" --json snapshots | python3 -c 'import json,sys; [print(s["id"]) for s in sorted(json.load(sys.stdin), key=lambda s: s["time"])]' ;;
+        restic) restic snapshots --json | python3 -c 'import json,sys; [print(s["id"]) for s in sorted(json.load(sys.stdin), key=lambda s: s["time"])]' ;;
+        borg) borg list --short ;;
+    esac
+}
+
+# measure NAME TOOL RUN BYTES VALUE [--sync]: runs "${CMD[@]}" under GNU time;
+# wall time from the shell (microseconds), peak RSS from %M (KiB). With
+# --sync the timed command ends with `sync` (restores onto disk, cp -a).
+measure() {
+    local name=$1 tool=$2 run=$3 bytes=$4 value=$5 dosync=${6:-}
+    sync
+    local t0 t1 rc=0
+    t0=$EPOCHREALTIME
+    if [ "$dosync" = --sync ]; then
+        /usr/bin/time -f '%M' -o "$T/time" sh -c '"$@" && sync' sh "${CMD[@]}" >"$T/out" 2>"$T/err" || rc=$?
+    else
+        /usr/bin/time -f '%M' -o "$T/time" "${CMD[@]}" >"$T/out" 2>"$T/err" || rc=$?
+    fi
+    t1=$EPOCHREALTIME
+    # borg exits 1 for warnings only; anything else is a failed measurement.
+    if [ "$rc" != 0 ] && ! { [ "$tool" = borg ] && [ "$rc" = 1 ]; }; then
+        echo "bench.sh: $name/$tool failed (exit $rc): ${CMD[*]}" >&2
+        tail -20 "$T/err" >&2
+        exit 1
+    fi
+    local rss wall
+    rss=$(grep -E '^[0-9]+$' "$T/time" | tail -1)
+    wall=$(python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.6f}")' "$t0" "$t1")
+    rec sample "$name" "$tool" "$run" "$wall" "$rss" "$bytes" "$value"
+    printf '  %-18s %-7s run %s: %8.3f s  %7d KiB\n' "$name" "$tool" "$run" "$wall" "$rss"
+}
+size_of() { du -sb "$1" | cut -f1; }
+
+# One tool's slot in one run: the whole daily sequence on a fresh repository.
+slot() { # TOOL RUN
+    local t=$1 r=$2
+    use_repo "$t" main
+    drop_repo "$t" main
+    tool_init "$t"
+    cmd_backup "$t" s1 "$CORPUS"; measure cold_backup "$t" "$r" "$CORPUS_BYTES" ""
+    rec sample repo_size "$t" "$r" "" "" "$(size_of "$(repo_dir "$t" main)")" ""
+    cmd_backup "$t" s2 "$CORPUS"; measure second_backup "$t" "$r" "$CORPUS_BYTES" ""
+    cmd_snapshots "$t"; measure snapshots "$t" "$r" "" ""
+    cmd_snapshots "$t"; measure snapshots "$t" "$r" "" ""
+    python3 scripts/bench_data.py edit apply "$CORPUS" "$W/edit-save" "$SEED" >/dev/null
+    cmd_backup "$t" s3 "$CORPUS"; measure incr_backup "$t" "$r" "" ""
+    python3 scripts/bench_data.py edit revert "$CORPUS" "$W/edit-save"
+    mapfile -t ids < <(snap_ids "$t")
+    [ "${#ids[@]}" = 3 ] || { echo "bench.sh: $t has ${#ids[@]} snapshots, expected 3" >&2; exit 1; }
+    cmd_diff "$t" "${ids[1]}" "${ids[2]}"; measure diff "$t" "$r" "" ""
+    rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
+    cmd_restore "$t" "${ids[0]}" "$SHM/restore"; measure restore_shm "$t" "$r" "$CORPUS_BYTES" ""
+    rm -rf "$SHM/restore"
+    rm -rf "$W/restore"; mkdir -p "$W/restore"
+    cmd_restore "$t" "${ids[0]}" "$W/restore"; measure restore_disk "$t" "$r" "$CORPUS_BYTES" "" --sync
+    rm -rf "$W/restore"
+    drop_repo "$t" main
+
+    # The random file: bytes added by 100 scattered 1 KiB edits.
+    use_repo "$t" rand
+    drop_repo "$t" rand
+    tool_init "$t"
+    cp "$RAND_PRISTINE" "$W/rand/random.bin"
+    cmd_backup "$t" r1 "$W/rand"; measure rand_backup "$t" "$r" "$RAND_BYTES" ""
+    local s1 s2
+    s1=$(size_of "$(repo_dir "$t" rand)")
+    python3 scripts/bench_data.py randedit "$W/rand/random.bin" "$SEED$r" >/dev/null
+    cmd_backup "$t" r2 "$W/rand"; measure rand_edit_backup "$t" "$r" "$RAND_BYTES" ""
+    s2=$(size_of "$(repo_dir "$t" rand)")
+    rec sample rand_added "$t" "$r" "" "" "$((s2 - s1))" ""
+    echo "  rand_added         $t run $r: $((s2 - s1)) bytes"
+    drop_repo "$t" rand
+}
+
+# ---------------------------------------------------------------- settings
+# jget EXPR: evaluates a Python expression over the JSON on stdin (as d).
+jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
+use_repo larder kdf; drop_repo larder kdf; tool_init larder
+"$LARDER" cat config > "$T/config.json"
+ZSTD_LEVEL=$(jget "d['compression_level']" < "$T/config.json")
+LARDER_WF=$("$LARDER" --json key list | jget "d[0]['work_factor']")
+meta larder_settings "$(jget "'zstd level %d, chunks %d/%d/%d KiB, packs %d MiB' % (d['compression_level'], d['chunker']['min'] >> 10, d['chunker']['avg'] >> 10, d['chunker']['max'] >> 10, d['pack_size'] >> 20)" < "$T/config.json"), age scrypt key N=2^$LARDER_WF (the default)"
+drop_repo larder kdf
+use_repo restic kdf; drop_repo restic kdf; tool_init restic
+meta restic_settings "repository version 2, --compression auto, scrypt key $(cat "$(repo_dir restic kdf)"/keys/* | jget "'N=2^%d r=%d p=%d' % (d['N'].bit_length() - 1, d['r'], d['p'])") (calibrated by restic)"
+drop_repo restic kdf
+meta borg_settings "borg init -e repokey-blake2 (PBKDF2-HMAC-SHA256 key), --compression lz4"
+
+# ---------------------------------------------------------------- warm-up
+say "warm-up: page cache and one untimed cold backup per tool"
+find "$CORPUS" -type f -print0 | xargs -0 cat > /dev/null
+cat "$RAND_PRISTINE" > /dev/null
+for t in "${TOOLS[@]}"; do
+    use_repo "$t" warm; drop_repo "$t" warm; tool_init "$t"
+    cmd_backup "$t" w1 "$CORPUS"; "${CMD[@]}" >/dev/null 2>&1 || true
+    drop_repo "$t" warm
+done
+
+# ---------------------------------------------------------------- runs
+for ((r = 1; r <= RUNS; r++)); do
+    n=${#TOOLS[@]}
+    order=()
+    for ((i = 0; i < n; i++)); do order+=("${TOOLS[$(((i + r - 1) % n))]}"); done
+    say "run $r of $RUNS: ${order[*]}"
+    # The floor of a restore onto disk: cp -a of the same tree.
+    rm -rf "$W/cpcopy"; mkdir -p "$W/cpcopy"
+    CMD=(cp -a "$CORPUS" "$W/cpcopy/"); measure cp_disk cp "$r" "$CORPUS_BYTES" "" --sync
+    rm -rf "$W/cpcopy"
+    for t in "${order[@]}"; do slot "$t" "$r"; done
+    # Each stage alone, one core, same data.
+    find "$CORPUS" -type f -print0 | xargs -0 cat > /dev/null
+    # shellcheck disable=SC2016
+    CMD=(sh -c 'find "$1" -type f -print0 | xargs -0 cat > /dev/null' sh "$CORPUS")
+    measure read_cat stages "$r" "$CORPUS_BYTES" ""
+    "$STAGES" --level "$ZSTD_LEVEL" "$CORPUS" > "$T/stages.json"
+    python3 -c 'import json,sys; [print(s["stage"], s["seconds"], s["bytes"]) for s in map(json.loads, open(sys.argv[1]))]' \
+        "$T/stages.json" > "$T/stages.txt"
+    while read -r stage secs bytes; do
+        rec sample "stage_$stage" stages "$r" "$secs" "" "$bytes" ""
+        printf '  stage %-10s run %s: %8.3f s\n' "$stage" "$r" "$secs"
+    done < "$T/stages.txt"
+done
+
+# ---------------------------------------------------------------- flatness
+SYN_TOTAL=$((SYN_SEG * SYN_BLOBS))
+say "flatness: larder with a fresh repository vs one with $SYN_TOTAL synthetic blobs"
+meta synth_blobs "$SYN_TOTAL"
+meta synth_desc "$SYN_SEG index segments of $SYN_BLOBS blobs in fake packs of 64, by examples/synth_index.rs"
+# The big repository is built once (the first open absorbs the segments into
+# the SQLite cache) and copied for each run, so every cold backup is cold.
+use_repo larder big
+drop_repo larder big
+tool_init larder
+"$SYNTH" --repo "$W/repo-larder-big" --segments "$SYN_SEG" --blobs "$SYN_BLOBS"
+cmd_snapshots larder; measure flat_absorb larder 1 "" big
+rm -rf "$W/template-big"; mkdir -p "$W/template-big"
+cp -a "$W/repo-larder-big" "$W/cache-larder-big" "$W/template-big/"
+for ((r = 1; r <= RUNS; r++)); do
+    for kind in fresh big; do
+        if [ "$kind" = fresh ]; then
+            use_repo larder fresh; drop_repo larder fresh; tool_init larder
+        else
+            use_repo larder big; drop_repo larder big
+            cp -a "$W/template-big/repo-larder-big" "$W/template-big/cache-larder-big" "$W/"
+        fi
+        cmd_snapshots larder; "${CMD[@]}" >/dev/null
+        cmd_snapshots larder; measure flat_open larder "$r" "" "$kind"
+        cmd_backup larder x "$CORPUS"; measure flat_backup larder "$r" "$CORPUS_BYTES" "$kind"
+        rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
+        cmd_restore larder latest "$SHM/restore"; measure flat_restore larder "$r" "$CORPUS_BYTES" "$kind"
+        rm -rf "$SHM/restore"
+        drop_repo larder "$kind"
+    done
+done
+rm -rf "$W/template-big"
+
+# ---------------------------------------------------------------- table
+(cd "$OUT" && sha256sum raw.csv > raw.sha256)
+python3 scripts/bench_table.py "$RAW" "$OUT/table.md"
+say "wrote $OUT/raw.csv, raw.sha256, table.md"
+cat "$OUT/table.md"

@@ -1,0 +1,226 @@
+//! Writing new blobs: the [`Packer`] fills packs with sealed blobs,
+//! deduplicating against the index and the pack being filled, hands each
+//! finished pack to an upload thread (so the next pack fills while the
+//! previous one is written and fsynced), records uploaded packs in the index
+//! cache, and writes an index segment every few packs so a run that dies
+//! leaves its uploaded data reusable. A segment only ever lists packs whose
+//! upload has completed: packs, then segment, then snapshot.
+
+use crate::backend::{Backend, Kind};
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::index::{self, IndexPack, IndexSegment};
+use crate::pack::{self, BlobType, FinishedPack, PackWriter, PreparedBlob};
+use crate::repository::Repository;
+use crossbeam_channel::{Receiver, Sender, bounded};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Counters kept by a [`Packer`].
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct PackerStats {
+    pub blobs_added: u64,
+    pub bytes_added_plain: u64,
+    pub bytes_added_stored: u64,
+    pub packs_written: u64,
+}
+
+/// Index segments are written after this many packs.
+const PACKS_PER_SEGMENT: usize = 8;
+
+/// The upload thread: writes packs and reports each one when it is durable.
+struct Uploader {
+    tx: Option<Sender<FinishedPack>>,
+    done: Receiver<Result<IndexPack>>,
+    thread: Option<JoinHandle<()>>,
+    in_flight: usize,
+}
+
+impl Uploader {
+    fn spawn(backend: Arc<dyn Backend>) -> Uploader {
+        // At most one pack queued and one being written while the next one
+        // fills: memory stays bounded to three packs.
+        let (tx, rx) = bounded::<FinishedPack>(1);
+        let (done_tx, done) = bounded::<Result<IndexPack>>(4);
+        let thread = std::thread::spawn(move || {
+            for p in rx {
+                let r = backend
+                    .write(Kind::Pack, &p.id.to_hex(), &p.bytes)
+                    .map(|()| IndexPack {
+                        id: p.id,
+                        size: p.bytes.len() as u64,
+                        blobs: p.entries,
+                    });
+                if done_tx.send(r).is_err() {
+                    return;
+                }
+            }
+        });
+        Uploader {
+            tx: Some(tx),
+            done,
+            thread: Some(thread),
+            in_flight: 0,
+        }
+    }
+}
+
+impl Drop for Uploader {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        // Unblock the thread if it waits to report, then wait for it.
+        while self.done.try_recv().is_ok() {}
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Writes new blobs into packs.
+pub struct Packer<'r> {
+    repo: &'r Repository,
+    writer: PackWriter,
+    /// Blobs in the pack being filled or being uploaded (not yet indexed).
+    in_pack: HashSet<Id>,
+    unsegmented: Vec<IndexPack>,
+    compressor: zstd::bulk::Compressor<'static>,
+    uploader: Uploader,
+    /// What this packer stored.
+    pub stats: PackerStats,
+}
+
+impl<'r> Packer<'r> {
+    /// A packer for `repo`, with its upload thread.
+    pub fn new(repo: &'r Repository) -> Result<Packer<'r>> {
+        let level = repo.config().compression_level;
+        let compressor = zstd::bulk::Compressor::new(level)
+            .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
+        Ok(Packer {
+            repo,
+            writer: PackWriter::default(),
+            in_pack: HashSet::new(),
+            unsegmented: Vec::new(),
+            compressor,
+            uploader: Uploader::spawn(repo.backend_arc()),
+            stats: PackerStats::default(),
+        })
+    }
+
+    /// Whether blob `id` is already stored or queued.
+    pub fn has(&self, id: &Id) -> Result<bool> {
+        Ok(self.in_pack.contains(id) || self.repo.index()?.contains(id)?)
+    }
+
+    /// Stores `plain` as a blob of type `ty` unless it is already there.
+    /// Returns its ID and whether it was new.
+    pub fn add(&mut self, ty: BlobType, plain: &[u8]) -> Result<(Id, bool)> {
+        let id = self.repo.keys().blob_id(plain);
+        if self.has(&id)? {
+            return Ok((id, false));
+        }
+        let compress = self.repo.config().compression_level != 0 || ty == BlobType::Tree;
+        let prepared = pack::prepare_blob(
+            self.repo.keys(),
+            compress.then_some(&mut self.compressor),
+            ty,
+            id,
+            plain,
+        )?;
+        self.add_prepared(prepared)?;
+        Ok((id, true))
+    }
+
+    /// Appends a blob prepared elsewhere (by a worker); skips duplicates.
+    pub fn add_prepared(&mut self, b: PreparedBlob) -> Result<bool> {
+        if self.in_pack.contains(&b.id) || self.repo.index()?.contains(&b.id)? {
+            return Ok(false);
+        }
+        self.stats.blobs_added += 1;
+        self.stats.bytes_added_plain += b.plain_len as u64;
+        self.stats.bytes_added_stored += b.stored.len() as u64;
+        self.in_pack.insert(b.id);
+        self.writer.add(b);
+        if self.writer.size() >= self.repo.config().pack_size as usize {
+            self.flush_pack()?;
+        }
+        Ok(true)
+    }
+
+    /// Seals the pack being filled and hands it to the upload thread.
+    pub fn flush_pack(&mut self) -> Result<()> {
+        if self.writer.is_empty() {
+            return Ok(());
+        }
+        let w = std::mem::take(&mut self.writer);
+        let p = w.finish(self.repo.keys())?;
+        let header =
+            p.bytes.len() as u64 - p.entries.iter().map(|e| e.stored_len as u64).sum::<u64>();
+        self.stats.bytes_added_stored += header;
+        let tx = self
+            .uploader
+            .tx
+            .as_ref()
+            .ok_or_else(|| Error::Usage("the pack uploader has stopped".into()))?;
+        if tx.send(p).is_err() {
+            // The uploader ended: its error is waiting in `done`.
+            self.collect(true)?;
+            return Err(Error::Usage("the pack uploader has stopped".into()));
+        }
+        self.uploader.in_flight += 1;
+        // Its blobs stay in `in_pack` until the index knows them.
+        self.collect(false)
+    }
+
+    /// Records packs whose upload finished (waiting for all if `all`).
+    fn collect(&mut self, all: bool) -> Result<()> {
+        while self.uploader.in_flight > 0 {
+            let r = if all {
+                match self.uploader.done.recv() {
+                    Ok(r) => r,
+                    Err(_) => return Err(Error::Usage("the pack uploader has stopped".into())),
+                }
+            } else {
+                match self.uploader.done.try_recv() {
+                    Ok(r) => r,
+                    Err(_) => return Ok(()),
+                }
+            };
+            self.uploader.in_flight -= 1;
+            let ip = r?;
+            self.repo.index()?.add_pending_pack(&ip)?;
+            for b in &ip.blobs {
+                self.in_pack.remove(&b.id);
+            }
+            self.unsegmented.push(ip);
+            self.stats.packs_written += 1;
+            if self.unsegmented.len() >= PACKS_PER_SEGMENT {
+                self.flush_segment()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes an index segment for the uploaded packs not yet in one.
+    pub fn flush_segment(&mut self) -> Result<()> {
+        if self.unsegmented.is_empty() {
+            return Ok(());
+        }
+        let seg = IndexSegment {
+            packs: std::mem::take(&mut self.unsegmented),
+        };
+        let sid = index::write_segment(self.repo.backend(), self.repo.keys(), &seg)?;
+        let ids: Vec<Id> = seg.packs.iter().map(|p| p.id).collect();
+        self.repo.index()?.commit_segment(&sid, &ids)?;
+        Ok(())
+    }
+
+    /// Flushes everything: the open pack, every upload, then the segment.
+    pub fn finish(mut self) -> Result<PackerStats> {
+        self.flush_pack()?;
+        self.collect(true)?;
+        self.flush_segment()?;
+        Ok(self.stats)
+    }
+}

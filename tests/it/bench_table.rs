@@ -1,0 +1,104 @@
+//! The published benchmark figures cannot drift from the samples they came
+//! from: `scripts/bench_table.py` regenerates each committed `table.md` from
+//! its `raw.csv`, byte for byte, and `raw.csv` matches its `raw.sha256`.
+//! The committed fixture (`bench/fixture/`) is always checked, so the test is
+//! never vacuous; the newest `bench/results/<date>/` is checked when present.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python(args: &[&Path]) -> String {
+    let out = Command::new("python3")
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("python3 runs (the benchmark table needs python3)");
+    assert!(
+        out.status.success(),
+        "python3 {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn sha256_hex(file: &Path) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg("import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb').read()).hexdigest())")
+        .arg(file)
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "hashing {} failed", file.display());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Regenerates `dir/table.md` from `dir/raw.csv` and compares.
+fn check_dir(dir: &Path) {
+    let raw = dir.join("raw.csv");
+    let table = dir.join("table.md");
+    let script = root().join("scripts/bench_table.py");
+    let fresh = python(&[&script, &raw]);
+    let committed =
+        std::fs::read_to_string(&table).unwrap_or_else(|e| panic!("{}: {e}", table.display()));
+    assert!(
+        fresh == committed,
+        "{} differs from what scripts/bench_table.py makes of {}; regenerate it with\n  \
+         python3 scripts/bench_table.py {} {}",
+        table.display(),
+        raw.display(),
+        raw.display(),
+        table.display()
+    );
+    let sums = std::fs::read_to_string(dir.join("raw.sha256"))
+        .unwrap_or_else(|e| panic!("{}/raw.sha256: {e}", dir.display()));
+    let want = sums
+        .lines()
+        .find(|l| l.trim_end().ends_with("raw.csv"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{}/raw.sha256 has no line for raw.csv", dir.display()));
+    assert_eq!(
+        sha256_hex(&raw),
+        want,
+        "{} does not match raw.sha256",
+        raw.display()
+    );
+}
+
+#[test]
+fn fixture_table_regenerates_from_its_samples() {
+    let dir = root().join("bench/fixture");
+    check_dir(&dir);
+    // The fixture exercises every section of the table.
+    let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
+    for section in [
+        "## Results",
+        "## The machine's limit",
+        "## Flat as the repository grows",
+        "## Targets of issue 5",
+    ] {
+        assert!(table.contains(section), "fixture table lacks {section:?}");
+    }
+}
+
+#[test]
+fn newest_committed_results_regenerate_from_their_samples() {
+    let results = root().join("bench/results");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&results)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.join("raw.csv").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    match dirs.last() {
+        Some(newest) => check_dir(newest),
+        // No results committed yet: the fixture test above still runs the
+        // script end to end.
+        None => check_dir(&root().join("bench/fixture")),
+    }
+}
