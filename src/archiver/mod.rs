@@ -608,88 +608,72 @@ impl Run<'_, '_> {
         if !md.is_dir() {
             return self.entry_node(root, &md);
         }
-        // Pre-order walk (a directory before its contents) so that an
-        // excluded directory is pruned before anything below it is read.
-        // Open directories wait on a stack until the walk leaves them.
-        let walker = walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .same_file_system(self.opts.one_file_system)
-            .sort_by(|a, b| a.file_name().as_bytes().cmp(b.file_name().as_bytes()));
-        let excluder = self.excluder.clone();
-        let mut stack: Vec<OpenDir> = Vec::new();
-        let mut root_node = None;
-        let mut it = walker.into_iter().filter_entry(|e| {
-            e.depth() == 0 || !excluder.excluded(e.path(), e.file_type().is_dir())
-        });
-        loop {
-            let ent = match it.next() {
-                None => break,
-                Some(Ok(e)) => e,
-                Some(Err(e)) => {
-                    let p = e
-                        .path()
-                        .map(|p| p.display().to_string())
-                        .unwrap_or_default();
-                    let msg = e
-                        .io_error()
-                        .map(|io| io.to_string())
-                        .unwrap_or_else(|| e.to_string());
-                    self.warnings.push(format!("{p}: {msg}"));
-                    continue;
-                }
-            };
-            let d = ent.depth();
-            while stack.last().is_some_and(|o| o.depth >= d) {
-                self.close_dir(&mut stack, &mut root_node)?;
-            }
-            let md = match ent.metadata() {
-                Ok(m) => m,
-                Err(e) => {
-                    self.warnings.push(format!("{}: {e}", ent.path().display()));
-                    continue;
-                }
-            };
-            if ent.file_type().is_dir() {
-                stack.push(OpenDir {
-                    depth: d,
-                    path: ent.into_path(),
-                    md,
-                    children: Vec::new(),
-                });
-            } else if let Some(n) = self.entry_node(ent.path(), &md)? {
-                match stack.last_mut() {
-                    Some(parent) => parent.children.push(n),
-                    None => root_node = Some(n),
+        self.walk_dir(root, &md, md.dev()).map(Some)
+    }
+
+    /// Backs up directory `path` and everything below it (depth first, in
+    /// byte order of names) and returns its node. Excluded entries are
+    /// pruned before anything below them is read.
+    fn walk_dir(&mut self, path: &Path, md: &std::fs::Metadata, root_dev: u64) -> Result<Node> {
+        let mut children = Vec::new();
+        match list_dir(path) {
+            Ok(names) => {
+                for name in names {
+                    let child = path.join(&name);
+                    let cmd = match child.symlink_metadata() {
+                        Ok(m) => m,
+                        Err(e) => {
+                            // Vanished since the listing, or unreadable.
+                            self.warnings.push(format!("{}: {e}", child.display()));
+                            continue;
+                        }
+                    };
+                    if self.excluder.excluded(&child, cmd.is_dir()) {
+                        continue;
+                    }
+                    let node = if cmd.is_dir() {
+                        if self.opts.one_file_system && cmd.dev() != root_dev {
+                            continue;
+                        }
+                        Some(self.walk_dir(&child, &cmd, root_dev)?)
+                    } else {
+                        self.entry_node(&child, &cmd)?
+                    };
+                    if let Some(n) = node {
+                        children.push(n);
+                    }
                 }
             }
+            Err(e) => self
+                .warnings
+                .push(format!("{}: cannot read directory: {e}", path.display())),
         }
-        while !stack.is_empty() {
-            self.close_dir(&mut stack, &mut root_node)?;
-        }
-        Ok(root_node)
+        self.dir_node(path, md, children)
     }
 }
 
-/// A directory whose entries are still being walked.
-struct OpenDir {
-    depth: usize,
-    path: PathBuf,
-    md: std::fs::Metadata,
-    children: Vec<Node>,
-}
-
-impl Run<'_, '_> {
-    /// Finishes the innermost open directory: stores its tree and hands its
-    /// node to the directory above (or returns it as the walk's root).
-    fn close_dir(&mut self, stack: &mut Vec<OpenDir>, root: &mut Option<Node>) -> Result<()> {
-        let Some(o) = stack.pop() else { return Ok(()) };
-        let node = self.dir_node(&o.path, &o.md, o.children)?;
-        match stack.last_mut() {
-            Some(parent) => parent.children.push(node),
-            None => *root = Some(node),
+/// The names in directory `path`, sorted by bytes. The directory is opened
+/// with `O_NOATIME` where permitted, so listing it does not touch its atime.
+fn list_dir(path: &Path) -> std::io::Result<Vec<std::ffi::OsString>> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir = match nix::dir::Dir::open(path, flags | OFlag::O_NOATIME, Mode::empty()) {
+        Ok(d) => d,
+        // O_NOATIME needs ownership (or CAP_FOWNER); retry without it.
+        Err(nix::errno::Errno::EPERM) => nix::dir::Dir::open(path, flags, Mode::empty())?,
+        Err(e) => return Err(e.into()),
+    };
+    let mut names = Vec::new();
+    for ent in dir.iter() {
+        let ent = ent?;
+        let name = ent.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(std::ffi::OsStr::from_bytes(name).to_os_string());
         }
-        Ok(())
     }
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    Ok(names)
 }
 
 /// A path as an absolute path without `.`/`..`, not resolving a final symlink.
