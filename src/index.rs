@@ -336,7 +336,7 @@ fn insert_packs(
             .query_row(params![p.id.0], |r| r.get(0))?;
         rows.extend(p.blobs.iter().map(|b| (b, num)));
     }
-    rows.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+    rows.sort_by_key(|r| r.0.id);
     let mut st = tx.prepare_cached(
         "INSERT OR IGNORE INTO blobs(id, type, pack, offset, stored_len, plain_len, compression)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
