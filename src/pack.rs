@@ -153,6 +153,15 @@ pub struct FinishedPack {
 }
 
 impl PackWriter {
+    /// A writer whose buffer is sized for a pack of `size` bytes up front,
+    /// so filling it never doubles the allocation.
+    pub fn with_capacity(size: usize) -> Self {
+        PackWriter {
+            data: Vec::with_capacity(size),
+            entries: Vec::new(),
+        }
+    }
+
     /// Appends a prepared blob.
     pub fn add(&mut self, b: PreparedBlob) {
         self.entries.push(PackEntry {

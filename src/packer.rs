@@ -99,13 +99,20 @@ impl<'r> Packer<'r> {
             .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
         Ok(Packer {
             repo,
-            writer: PackWriter::default(),
+            writer: PackWriter::with_capacity(Self::buffer_size(repo)),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
             compressor,
             uploader: Uploader::spawn(repo.backend_arc()),
             stats: PackerStats::default(),
         })
+    }
+
+    /// Room for a full pack: its target size, one largest chunk beyond it,
+    /// and the header.
+    fn buffer_size(repo: &Repository) -> usize {
+        let c = repo.config();
+        c.pack_size as usize + c.chunker.max as usize + (1 << 16)
     }
 
     /// Whether blob `id` is already stored or queued.
@@ -153,7 +160,8 @@ impl<'r> Packer<'r> {
         if self.writer.is_empty() {
             return Ok(());
         }
-        let w = std::mem::take(&mut self.writer);
+        let next = PackWriter::with_capacity(Self::buffer_size(self.repo));
+        let w = std::mem::replace(&mut self.writer, next);
         let p = w.finish(self.repo.keys())?;
         let header =
             p.bytes.len() as u64 - p.entries.iter().map(|e| e.stored_len as u64).sum::<u64>();
