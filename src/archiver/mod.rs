@@ -488,6 +488,17 @@ impl Run<'_, '_> {
         out
     }
 
+    /// Whether `old` (from the parent snapshot) is the same inode with the
+    /// same ctime: then its extended attributes (and a symlink's target)
+    /// cannot have changed, since changing them moves the ctime.
+    fn unchanged_inode(&self, node: &Node, old: Option<&Node>) -> bool {
+        matches!(old, Some(o) if !self.opts.force
+            && o.kind == node.kind
+            && o.inode == node.inode
+            && o.device == node.device
+            && o.ctime_ns == node.ctime_ns)
+    }
+
     /// Builds the node for one non-directory entry.
     fn entry_node(&mut self, path: &Path, md: &std::fs::Metadata) -> Result<Option<Node>> {
         let name = path
@@ -495,10 +506,22 @@ impl Run<'_, '_> {
             .map(|n| n.as_bytes().to_vec())
             .unwrap_or_default();
         let mut node = node_from_metadata(name, md, &mut self.owners, self.opts.with_atime);
+        let old = self.parent.node_of(path)?;
+        let same = self.unchanged_inode(&node, old.as_ref());
         if node.kind != NodeKind::Socket {
-            node.xattrs = self.read_xattrs(path);
+            node.xattrs = match (&old, same) {
+                (Some(o), true) => o.xattrs.clone(),
+                _ => self.read_xattrs(path),
+            };
         }
         match node.kind {
+            // A symlink's target cannot change without a new inode.
+            NodeKind::Symlink if same => {
+                node.link_target = old
+                    .as_ref()
+                    .map(|o| o.link_target.clone())
+                    .unwrap_or_default();
+            }
             NodeKind::Symlink => match std::fs::read_link(path) {
                 Ok(t) => node.link_target = t.as_os_str().as_bytes().to_vec(),
                 Err(e) => {
@@ -508,7 +531,6 @@ impl Run<'_, '_> {
                 }
             },
             NodeKind::File => {
-                let old = self.parent.node_of(path)?;
                 self.summary.total_files += 1;
                 if let Some(o) = &old
                     && !self.opts.force
@@ -565,10 +587,13 @@ impl Run<'_, '_> {
             .map(|n| n.as_bytes().to_vec())
             .unwrap_or_default();
         let mut node = node_from_metadata(name, md, &mut self.owners, self.opts.with_atime);
-        node.xattrs = self.read_xattrs(path);
+        let old = self.parent.node_of(path)?;
+        node.xattrs = match &old {
+            Some(o) if self.unchanged_inode(&node, Some(o)) => o.xattrs.clone(),
+            _ => self.read_xattrs(path),
+        };
         let mut tree = Tree { nodes: children };
         tree.canonicalize();
-        let old = self.parent.node_of(path)?;
         let old_tree = match &old {
             Some(o) if o.kind == NodeKind::Dir => self.parent.tree_of(path)?,
             _ => None,

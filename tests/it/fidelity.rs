@@ -463,3 +463,36 @@ fn unreadable_and_vanishing_files_are_reported() {
     );
     assert!(!err.contains("ok.txt"), "{err}");
 }
+
+/// An unchanged inode reuses its recorded attributes without reading them;
+/// setting an attribute moves the ctime, so the next backup sees it.
+#[test]
+fn changed_xattr_is_seen_by_the_next_backup() {
+    use larder::archiver::{BackupOptions, NoProgress, backup};
+    let t = crate::common::TestRepo::new();
+    let repo = t.init();
+    let src = t.dir.path().join("src");
+    write(&src.join("f"), b"content");
+    xattr::set(src.join("f"), "user.v", b"one").unwrap();
+    let opts = BackupOptions {
+        paths: vec![src.clone()],
+        ..Default::default()
+    };
+    let first = backup(&repo, &opts, &NoProgress).unwrap();
+    let attr_of = |snap: larder::Id| {
+        let s = larder::snapshot::load(&repo, &snap.to_hex()).unwrap();
+        let tree = larder::diff::tree_at(&repo, s.tree, &src.to_string_lossy()).unwrap();
+        let t = larder::diff::load_tree(&repo, &tree).unwrap();
+        t.find(b"f").unwrap().xattrs.clone()
+    };
+    assert_eq!(attr_of(first.snapshot_id.unwrap())[0].value, b"one");
+    // Unchanged: reused, same tree.
+    let second = backup(&repo, &opts, &NoProgress).unwrap();
+    assert_eq!(second.summary.files_unmodified, 1);
+    assert_eq!(attr_of(second.snapshot_id.unwrap())[0].value, b"one");
+    // Changed attribute only (content and mtime untouched).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    xattr::set(src.join("f"), "user.v", b"two").unwrap();
+    let third = backup(&repo, &opts, &NoProgress).unwrap();
+    assert_eq!(attr_of(third.snapshot_id.unwrap())[0].value, b"two");
+}
