@@ -28,7 +28,7 @@ use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// What to do with a file that already exists in the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -78,10 +78,18 @@ type PackRead = (Id, u64, u64, Vec<(BlobLocation, Vec<(usize, u64)>)>);
 /// Per pack: blob offset → (location, every (file, offset) that needs it).
 type PackPlan = BTreeMap<Id, BTreeMap<u64, (BlobLocation, Vec<(usize, u64)>)>>;
 
+/// A directory descriptor that a `/proc/self/fd/N/...` path depends on
+/// (None for an ordinary path). See [`crate::archiver`]'s `short_child`.
+type Hold = Option<Arc<File>>;
+
 struct FileJob {
     dest: PathBuf,
     tmp: PathBuf,
     node: Node,
+    /// The path shown in messages.
+    shown: String,
+    /// Keeps `dest` and `tmp` valid.
+    _hold: Hold,
 }
 
 /// What the batch writer needs, shared with its thread.
@@ -112,15 +120,15 @@ struct Restorer<'scope, 'env> {
     report: RestoreReport,
     batch: Vec<FileJob>,
     batch_bytes: u64,
-    dirs: Vec<(PathBuf, Node)>,
+    dirs: Vec<(PathBuf, Node, Hold, String)>,
     /// (device, inode) of multiply-linked files → first restored path.
-    hardlinks: HashMap<(u64, u64), PathBuf>,
+    hardlinks: HashMap<(u64, u64), (PathBuf, Hold)>,
     /// Hard links to create after all content is written.
-    links: Vec<(PathBuf, PathBuf, String)>,
+    links: Vec<(PathBuf, PathBuf, String, Hold, Hold)>,
     /// Makes temporary file names unique within this run.
     tmp_counter: u64,
     /// Directories created only to reach included paths.
-    unselected_dirs: Vec<PathBuf>,
+    unselected_dirs: Vec<(PathBuf, Hold)>,
 }
 
 /// user/group name → id lookups, cached (each lookup reads the passwd or
@@ -235,11 +243,11 @@ pub fn restore(
             tmp_counter: 0,
             unselected_dirs: Vec::new(),
         };
-        let walked = r.tree(&root, &opts.target.clone(), "", false);
+        let walked = r.tree(&root, &opts.target.clone(), None, "", false);
         let flushed = r.flush().and_then(|()| r.join_pending());
         walked?;
         flushed?;
-        for (existing, dest, shown) in std::mem::take(&mut r.links) {
+        for (existing, dest, shown, _h1, _h2) in std::mem::take(&mut r.links) {
             if let Err(e) = make_hardlink(&existing, &dest) {
                 r.report
                     .errors
@@ -248,13 +256,13 @@ pub fn restore(
         }
         // Directories that hold nothing included go again (deepest first;
         // one that is not empty stays).
-        for d in std::mem::take(&mut r.unselected_dirs) {
+        for (d, _hold) in std::mem::take(&mut r.unselected_dirs) {
             let _ = fs::remove_dir(&d);
         }
         // Directory metadata last, deepest first, so writing contents cannot disturb it.
-        for (path, node) in std::mem::take(&mut r.dirs).into_iter().rev() {
+        for (path, node, _hold, shown) in std::mem::take(&mut r.dirs).into_iter().rev() {
             if let Err(e) = ctx.apply_meta(&path, &node) {
-                r.report.errors.push(format!("{}: {e}", path.display()));
+                r.report.errors.push(format!("{shown}: {e}"));
             }
         }
         Ok(r.report)
@@ -276,7 +284,15 @@ impl Restorer<'_, '_> {
         (true, included)
     }
 
-    fn tree(&mut self, id: &Id, dir: &Path, rel: &str, ancestor_included: bool) -> Result<()> {
+    /// Restores tree `id` into `dir` (a path valid while `hold` lives).
+    fn tree(
+        &mut self,
+        id: &Id,
+        dir: &Path,
+        hold: Hold,
+        rel: &str,
+        ancestor_included: bool,
+    ) -> Result<()> {
         let t = match crate::diff::load_tree(self.repo, id) {
             Ok(t) => t,
             Err(e) => {
@@ -286,6 +302,7 @@ impl Restorer<'_, '_> {
                 return Ok(());
             }
         };
+        let mut local: Hold = None;
         for n in t.nodes {
             let shown = format!("{rel}/{}", n.name_lossy());
             if !is_safe_name(&n.name) {
@@ -298,7 +315,30 @@ impl Restorer<'_, '_> {
             if !visible {
                 continue;
             }
-            let dest = dir.join(OsStr::from_bytes(&n.name));
+            // Beyond PATH_MAX, go through this directory's descriptor.
+            let (dest, dest_hold) = if dir.as_os_str().len() + n.name.len() + 1
+                < crate::archiver::SHORT_PATH
+            {
+                (dir.join(OsStr::from_bytes(&n.name)), hold.clone())
+            } else {
+                if local.is_none() {
+                    match crate::archiver::open_dir_path(dir) {
+                        Ok(f) => local = Some(Arc::new(f)),
+                        Err(e) => {
+                            self.report.errors.push(format!("{shown}: {e}"));
+                            continue;
+                        }
+                    }
+                }
+                let fd = local
+                    .as_ref()
+                    .map(|f| std::os::fd::AsRawFd::as_raw_fd(f.as_ref()))
+                    .unwrap_or(-1);
+                (
+                    PathBuf::from(format!("/proc/self/fd/{fd}")).join(OsStr::from_bytes(&n.name)),
+                    local.clone(),
+                )
+            };
             if n.kind == NodeKind::Dir {
                 if included
                     && !self.opts.dry_run
@@ -315,23 +355,23 @@ impl Restorer<'_, '_> {
                             continue;
                         }
                     }
-                    self.tree(&s, &dest, &shown, included)?;
+                    self.tree(&s, &dest, dest_hold.clone(), &shown, included)?;
                 }
                 if included {
                     self.report.dirs += 1;
                     if !self.opts.dry_run {
-                        self.dirs.push((dest, n));
+                        self.dirs.push((dest, n, dest_hold, shown.clone()));
                     }
                 } else if !self.opts.dry_run {
                     // Removed at the end if nothing below was restored.
-                    self.unselected_dirs.push(dest);
+                    self.unselected_dirs.push((dest, dest_hold));
                 }
                 continue;
             }
             if !included {
                 continue;
             }
-            if let Err(e) = self.entry(&dest, &shown, n) {
+            if let Err(e) = self.entry(&dest, dest_hold, &shown, n) {
                 self.report.errors.push(format!("{shown}: {e}"));
             }
         }
@@ -379,7 +419,7 @@ impl Restorer<'_, '_> {
         Ok(true)
     }
 
-    fn entry(&mut self, dest: &Path, shown: &str, n: Node) -> Result<()> {
+    fn entry(&mut self, dest: &Path, hold: Hold, shown: &str, n: Node) -> Result<()> {
         if n.kind == NodeKind::Socket {
             self.report
                 .skipped
@@ -401,16 +441,22 @@ impl Restorer<'_, '_> {
         }
         if n.kind == NodeKind::File && n.links > 1 {
             let key = (n.device, n.inode);
-            if let Some(first) = self.hardlinks.get(&key) {
-                self.links
-                    .push((first.clone(), dest.to_path_buf(), shown.to_string()));
+            if let Some((first, first_hold)) = self.hardlinks.get(&key) {
+                self.links.push((
+                    first.clone(),
+                    dest.to_path_buf(),
+                    shown.to_string(),
+                    first_hold.clone(),
+                    hold,
+                ));
                 self.report.files += 1;
                 return Ok(());
             }
-            self.hardlinks.insert(key, dest.to_path_buf());
+            self.hardlinks
+                .insert(key, (dest.to_path_buf(), hold.clone()));
         }
         match n.kind {
-            NodeKind::File => self.queue_file(dest, n)?,
+            NodeKind::File => self.queue_file(dest, hold, shown, n)?,
             NodeKind::Symlink => {
                 std::os::unix::fs::symlink(OsStr::from_bytes(&n.link_target), dest)
                     .map_err(|e| Error::io(dest, e))?;
@@ -441,7 +487,7 @@ impl Restorer<'_, '_> {
         Ok(())
     }
 
-    fn queue_file(&mut self, dest: &Path, n: Node) -> Result<()> {
+    fn queue_file(&mut self, dest: &Path, hold: Hold, shown: &str, n: Node) -> Result<()> {
         let dir = dest.parent().unwrap_or(Path::new("."));
         self.tmp_counter += 1;
         let tmp = dir.join(format!(
@@ -454,6 +500,8 @@ impl Restorer<'_, '_> {
             dest: dest.to_path_buf(),
             tmp,
             node: n,
+            shown: shown.to_string(),
+            _hold: hold,
         });
         if self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES {
             self.flush()?;
@@ -627,7 +675,7 @@ impl Ctx<'_> {
             .par_iter()
             .zip(failed)
             .map(|(job, f)| {
-                let shown = job.dest.display().to_string();
+                let shown = job.shown.clone();
                 if let Some(msg) = f.into_inner().ok().flatten() {
                     let _ = fs::remove_file(&job.tmp);
                     return (None, Err(format!("{shown}: {msg}")));

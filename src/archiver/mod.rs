@@ -190,7 +190,8 @@ impl Excluder {
         })
     }
 
-    fn excluded(&self, path: &Path, is_dir: bool) -> bool {
+    /// `path` is matched against the patterns; `op` is where to look on disk.
+    fn excluded(&self, path: &Path, op: &Path, is_dir: bool) -> bool {
         if let Some(n) = path.file_name()
             && self.by_name.is_match(n)
         {
@@ -201,12 +202,12 @@ impl Excluder {
         }
         if is_dir {
             for f in &self.if_present {
-                if path.join(f).symlink_metadata().is_ok() {
+                if op.join(f).symlink_metadata().is_ok() {
                     return true;
                 }
             }
             if self.caches
-                && let Ok(mut f) = File::open(path.join("CACHEDIR.TAG"))
+                && let Ok(mut f) = File::open(op.join("CACHEDIR.TAG"))
             {
                 let mut buf = [0u8; 43];
                 if std::io::Read::read_exact(&mut f, &mut buf).is_ok()
@@ -367,12 +368,13 @@ impl Run<'_, '_> {
     fn read_file(
         &mut self,
         path: &Path,
+        op: &Path,
         node: &mut Node,
     ) -> Result<std::result::Result<(), String>> {
         let f = match File::options()
             .read(true)
             .custom_flags(libc::O_NOATIME | libc::O_NOFOLLOW)
-            .open(path)
+            .open(op)
         {
             Ok(f) => f,
             // O_NOATIME needs ownership (or CAP_FOWNER); retry without it.
@@ -380,7 +382,7 @@ impl Run<'_, '_> {
                 match File::options()
                     .read(true)
                     .custom_flags(libc::O_NOFOLLOW)
-                    .open(path)
+                    .open(op)
                 {
                     Ok(f) => f,
                     Err(e) => return Ok(Err(format!("{}: cannot open: {e}", path.display()))),
@@ -455,8 +457,8 @@ impl Run<'_, '_> {
 
     /// Every extended attribute of `path` (not following a symlink),
     /// including POSIX ACLs (`system.posix_acl_*`). Failures are reported.
-    fn read_xattrs(&mut self, path: &Path) -> Vec<Xattr> {
-        let names = match xattr::list(path) {
+    fn read_xattrs(&mut self, path: &Path, op: &Path) -> Vec<Xattr> {
+        let names = match xattr::list(op) {
             Ok(n) => n,
             Err(e) => {
                 // Filesystems without xattrs say so; that is not a problem.
@@ -471,7 +473,7 @@ impl Run<'_, '_> {
         };
         let mut out = Vec::new();
         for name in names {
-            match xattr::get(path, &name) {
+            match xattr::get(op, &name) {
                 Ok(Some(value)) => out.push(Xattr {
                     name: name.as_bytes().to_vec(),
                     value,
@@ -500,7 +502,12 @@ impl Run<'_, '_> {
     }
 
     /// Builds the node for one non-directory entry.
-    fn entry_node(&mut self, path: &Path, md: &std::fs::Metadata) -> Result<Option<Node>> {
+    fn entry_node(
+        &mut self,
+        path: &Path,
+        op: &Path,
+        md: &std::fs::Metadata,
+    ) -> Result<Option<Node>> {
         let name = path
             .file_name()
             .map(|n| n.as_bytes().to_vec())
@@ -511,7 +518,7 @@ impl Run<'_, '_> {
         if node.kind != NodeKind::Socket {
             node.xattrs = match (&old, same) {
                 (Some(o), true) => o.xattrs.clone(),
-                _ => self.read_xattrs(path),
+                _ => self.read_xattrs(path, op),
             };
         }
         match node.kind {
@@ -522,7 +529,7 @@ impl Run<'_, '_> {
                     .map(|o| o.link_target.clone())
                     .unwrap_or_default();
             }
-            NodeKind::Symlink => match std::fs::read_link(path) {
+            NodeKind::Symlink => match std::fs::read_link(op) {
                 Ok(t) => node.link_target = t.as_os_str().as_bytes().to_vec(),
                 Err(e) => {
                     self.warnings
@@ -546,7 +553,7 @@ impl Run<'_, '_> {
                     self.progress.bytes(node.size);
                     return Ok(Some(node));
                 }
-                match self.read_file(path, &mut node)? {
+                match self.read_file(path, op, &mut node)? {
                     Ok(()) => {}
                     Err(msg) => {
                         self.warnings.push(msg);
@@ -579,6 +586,7 @@ impl Run<'_, '_> {
     fn dir_node(
         &mut self,
         path: &Path,
+        op: &Path,
         md: &std::fs::Metadata,
         children: Vec<Node>,
     ) -> Result<Node> {
@@ -590,7 +598,7 @@ impl Run<'_, '_> {
         let old = self.parent.node_of(path)?;
         node.xattrs = match &old {
             Some(o) if self.unchanged_inode(&node, Some(o)) => o.xattrs.clone(),
-            _ => self.read_xattrs(path),
+            _ => self.read_xattrs(path, op),
         };
         let mut tree = Tree { nodes: children };
         tree.canonicalize();
@@ -631,21 +639,37 @@ impl Run<'_, '_> {
             }
         };
         if !md.is_dir() {
-            return self.entry_node(root, &md);
+            return self.entry_node(root, root, &md);
         }
-        self.walk_dir(root, &md, md.dev()).map(Some)
+        self.walk_dir(root, root, &md, md.dev()).map(Some)
     }
 
     /// Backs up directory `path` and everything below it (depth first, in
     /// byte order of names) and returns its node. Excluded entries are
     /// pruned before anything below them is read.
-    fn walk_dir(&mut self, path: &Path, md: &std::fs::Metadata, root_dev: u64) -> Result<Node> {
+    fn walk_dir(
+        &mut self,
+        path: &Path,
+        op: &Path,
+        md: &std::fs::Metadata,
+        root_dev: u64,
+    ) -> Result<Node> {
         let mut children = Vec::new();
-        match list_dir(path) {
+        // Below a path longer than the kernel takes (PATH_MAX), entries are
+        // reached through this directory's descriptor: `/proc/self/fd/N/name`.
+        let mut hold: Option<File> = None;
+        match list_dir(op) {
             Ok(names) => {
                 for name in names {
                     let child = path.join(&name);
-                    let cmd = match child.symlink_metadata() {
+                    let child_op = match short_child(op, &name, &mut hold) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            self.warnings.push(format!("{}: {e}", child.display()));
+                            continue;
+                        }
+                    };
+                    let cmd = match child_op.symlink_metadata() {
                         Ok(m) => m,
                         Err(e) => {
                             // Vanished since the listing, or unreadable.
@@ -653,16 +677,16 @@ impl Run<'_, '_> {
                             continue;
                         }
                     };
-                    if self.excluder.excluded(&child, cmd.is_dir()) {
+                    if self.excluder.excluded(&child, &child_op, cmd.is_dir()) {
                         continue;
                     }
                     let node = if cmd.is_dir() {
                         if self.opts.one_file_system && cmd.dev() != root_dev {
                             continue;
                         }
-                        Some(self.walk_dir(&child, &cmd, root_dev)?)
+                        Some(self.walk_dir(&child, &child_op, &cmd, root_dev)?)
                     } else {
-                        self.entry_node(&child, &cmd)?
+                        self.entry_node(&child, &child_op, &cmd)?
                     };
                     if let Some(n) = node {
                         children.push(n);
@@ -673,8 +697,41 @@ impl Run<'_, '_> {
                 .warnings
                 .push(format!("{}: cannot read directory: {e}", path.display())),
         }
-        self.dir_node(path, md, children)
+        self.dir_node(path, op, md, children)
     }
+}
+
+/// Paths at most this long are used as they are; longer ones go through a
+/// directory descriptor.
+pub(crate) const SHORT_PATH: usize = 3072;
+
+/// An `O_PATH` descriptor of directory `dir` (not following a symlink).
+pub(crate) fn open_dir_path(dir: &Path) -> std::io::Result<File> {
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+}
+
+/// A path for `name` inside the directory at `dir` that the kernel accepts:
+/// `dir/name` when short enough, else `/proc/self/fd/N/name` with `N` a
+/// descriptor of `dir` opened once and kept in `hold`.
+pub(crate) fn short_child(
+    dir: &Path,
+    name: &std::ffi::OsStr,
+    hold: &mut Option<File>,
+) -> std::io::Result<PathBuf> {
+    if dir.as_os_str().len() + name.len() + 1 < SHORT_PATH {
+        return Ok(dir.join(name));
+    }
+    if hold.is_none() {
+        *hold = Some(open_dir_path(dir)?);
+    }
+    let fd = hold
+        .as_ref()
+        .map(std::os::fd::AsRawFd::as_raw_fd)
+        .unwrap_or(-1);
+    Ok(PathBuf::from(format!("/proc/self/fd/{fd}")).join(name))
 }
 
 /// The names in directory `path`, sorted by bytes. The directory is opened
