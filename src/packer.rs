@@ -27,6 +27,34 @@ pub struct PackerStats {
     pub packs_written: u64,
 }
 
+thread_local! {
+    static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Compresses (data only when the repository's level is not 0; trees
+/// always) and seals one blob, on this thread's reused zstd context. Safe to
+/// call from many threads at once.
+pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Result<PreparedBlob> {
+    let level = repo.config().compression_level;
+    let compress = level != 0 || ty == BlobType::Tree;
+    let level = if level == 0 { 3 } else { level };
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.as_ref().is_none_or(|(l, _)| *l != level) {
+            let z = zstd::bulk::Compressor::new(level)
+                .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
+            *c = Some((level, z));
+        }
+        let comp = if compress {
+            c.as_mut().map(|(_, z)| z)
+        } else {
+            None
+        };
+        pack::prepare_blob(repo.keys(), comp, ty, id, plain)
+    })
+}
+
 /// Index segments are written after this many packs.
 const PACKS_PER_SEGMENT: usize = 8;
 
@@ -85,7 +113,6 @@ pub struct Packer<'r> {
     /// Blobs in the pack being filled or being uploaded (not yet indexed).
     in_pack: HashSet<Id>,
     unsegmented: Vec<IndexPack>,
-    compressor: zstd::bulk::Compressor<'static>,
     uploader: Uploader,
     /// What this packer stored.
     pub stats: PackerStats,
@@ -94,15 +121,11 @@ pub struct Packer<'r> {
 impl<'r> Packer<'r> {
     /// A packer for `repo`, with its upload thread.
     pub fn new(repo: &'r Repository) -> Result<Packer<'r>> {
-        let level = repo.config().compression_level;
-        let compressor = zstd::bulk::Compressor::new(level)
-            .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
         Ok(Packer {
             repo,
             writer: PackWriter::with_capacity(Self::buffer_size(repo)),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
-            compressor,
             uploader: Uploader::spawn(repo.backend_arc()),
             stats: PackerStats::default(),
         })
@@ -127,15 +150,7 @@ impl<'r> Packer<'r> {
         if self.has(&id)? {
             return Ok((id, false));
         }
-        let compress = self.repo.config().compression_level != 0 || ty == BlobType::Tree;
-        let prepared = pack::prepare_blob(
-            self.repo.keys(),
-            compress.then_some(&mut self.compressor),
-            ty,
-            id,
-            plain,
-        )?;
-        self.add_prepared(prepared)?;
+        self.add_prepared(seal_blob(self.repo, ty, id, plain)?)?;
         Ok((id, true))
     }
 

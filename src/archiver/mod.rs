@@ -501,13 +501,15 @@ impl Run<'_, '_> {
             && o.ctime_ns == node.ctime_ns)
     }
 
-    /// Builds the node for one non-directory entry.
-    fn entry_node(
+    /// The node for `path` from its metadata and extended attributes, with
+    /// the parent snapshot's node for it and whether that is the same,
+    /// unchanged inode (then its attributes are reused, not read again).
+    fn base_node(
         &mut self,
         path: &Path,
         op: &Path,
         md: &std::fs::Metadata,
-    ) -> Result<Option<Node>> {
+    ) -> Result<(Node, Option<Node>, bool)> {
         let name = path
             .file_name()
             .map(|n| n.as_bytes().to_vec())
@@ -521,6 +523,17 @@ impl Run<'_, '_> {
                 _ => self.read_xattrs(path, op),
             };
         }
+        Ok((node, old, same))
+    }
+
+    /// Builds the node for one non-directory entry.
+    fn entry_node(
+        &mut self,
+        path: &Path,
+        op: &Path,
+        md: &std::fs::Metadata,
+    ) -> Result<Option<Node>> {
+        let (mut node, old, same) = self.base_node(path, op, md)?;
         match node.kind {
             // A symlink's target cannot change without a new inode.
             NodeKind::Symlink if same => {
@@ -590,16 +603,7 @@ impl Run<'_, '_> {
         md: &std::fs::Metadata,
         children: Vec<Node>,
     ) -> Result<Node> {
-        let name = path
-            .file_name()
-            .map(|n| n.as_bytes().to_vec())
-            .unwrap_or_default();
-        let mut node = node_from_metadata(name, md, &mut self.owners, self.opts.with_atime);
-        let old = self.parent.node_of(path)?;
-        node.xattrs = match &old {
-            Some(o) if self.unchanged_inode(&node, Some(o)) => o.xattrs.clone(),
-            _ => self.read_xattrs(path, op),
-        };
+        let (mut node, old, _) = self.base_node(path, op, md)?;
         let mut tree = Tree { nodes: children };
         tree.canonicalize();
         let old_tree = match &old {

@@ -4,12 +4,11 @@
 //! and appended to packs by the packer thread, which owns the [`Packer`]. The bounded
 //! channel keeps memory flat: the reader waits when sealing falls behind.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::id::Id;
-use crate::pack::{self, BlobType, PreparedBlob};
+use crate::pack::{BlobType, PreparedBlob};
 use crate::repository::{PackerStats, Repository};
 use crossbeam_channel::{Receiver, Sender, bounded};
-use std::cell::RefCell;
 use std::thread::{Scope, ScopedJoinHandle};
 
 /// Blobs waiting in the channel (each at most one max-size chunk).
@@ -22,30 +21,9 @@ pub struct StoreItem {
     pub data: Vec<u8>,
 }
 
-thread_local! {
-    static COMPRESSOR: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { RefCell::new(None) };
-}
-
-/// Compresses (unless level 0 for data) and seals one blob on this thread's
-/// reused zstd context.
+/// Compresses and seals one blob (see [`crate::packer::seal_blob`]).
 pub fn prepare(repo: &Repository, item: &StoreItem) -> Result<PreparedBlob> {
-    let level = repo.config().compression_level;
-    let compress = level != 0 || item.ty == BlobType::Tree;
-    let level = if level == 0 { 3 } else { level };
-    COMPRESSOR.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.as_ref().is_none_or(|(l, _)| *l != level) {
-            let z = zstd::bulk::Compressor::new(level)
-                .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
-            *c = Some((level, z));
-        }
-        let comp = if compress {
-            c.as_mut().map(|(_, z)| z)
-        } else {
-            None
-        };
-        pack::prepare_blob(repo.keys(), comp, item.ty, item.id, &item.data)
-    })
+    crate::packer::seal_blob(repo, item.ty, item.id, &item.data)
 }
 
 /// Starts the stage inside `scope`. Send blobs on the returned sender; drop
