@@ -214,18 +214,22 @@ impl Index {
     }
 
     /// Where blob `id` is stored, if anywhere.
+    ///
+    /// Two primary-key queries rather than one join: SQLite re-prepares the
+    /// join on every new parameter value (it is built with STAT4), which
+    /// made each lookup about four times slower.
     pub fn lookup(&self, id: &Id) -> Result<Option<BlobLocation>> {
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT p.id, b.type, b.offset, b.stored_len, b.plain_len, b.compression
-                 FROM blobs b JOIN packs p ON p.num = b.pack WHERE b.id = ?1",
+                "SELECT pack, type, offset, stored_len, plain_len, compression
+                 FROM blobs WHERE id = ?1",
             )
             .map_err(|e| self.err(e))?;
         let row = st
             .query_row(params![id.0], |r| {
                 Ok((
-                    r.get::<_, [u8; 32]>(0)?,
+                    r.get::<_, i64>(0)?,
                     r.get::<_, u8>(1)?,
                     r.get::<_, i64>(2)?,
                     r.get::<_, i64>(3)?,
@@ -235,7 +239,18 @@ impl Index {
             })
             .optional()
             .map_err(|e| self.err(e))?;
-        Ok(row.and_then(|(pack, ty, off, sl, pl, c)| {
+        let Some((num, ty, off, sl, pl, c)) = row else {
+            return Ok(None);
+        };
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id FROM packs WHERE num = ?1")
+            .map_err(|e| self.err(e))?;
+        let pack = st
+            .query_row(params![num], |r| r.get::<_, [u8; 32]>(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(pack.and_then(|pack| {
             Some(BlobLocation {
                 pack: Id(pack),
                 entry: PackEntry {
@@ -248,6 +263,18 @@ impl Index {
                 },
             })
         }))
+    }
+
+    /// Looks up many blobs inside one read transaction (one lock instead of
+    /// one per query); the answers are in the order of `ids`.
+    pub fn lookup_many(&self, ids: &[Id]) -> Result<Vec<Option<BlobLocation>>> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let out = ids
+            .iter()
+            .map(|id| self.lookup(id))
+            .collect::<Result<Vec<_>>>()?;
+        tx.finish().map_err(|e| self.err(e))?;
+        Ok(out)
     }
 
     /// Whether blob `id` is indexed.

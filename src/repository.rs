@@ -247,6 +247,11 @@ impl Repository {
         self.index()?.lookup(id)
     }
 
+    /// Looks up many blobs at once; the answers are in the order of `ids`.
+    pub fn lookup_many(&self, ids: &[Id]) -> Result<Vec<Option<BlobLocation>>> {
+        self.index()?.lookup_many(ids)
+    }
+
     /// Reads, decrypts and verifies one blob.
     pub fn read_blob(&self, id: &Id) -> Result<Vec<u8>> {
         let loc = self

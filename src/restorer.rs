@@ -26,8 +26,9 @@ use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io::ErrorKind;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What to do with a file that already exists in the target.
@@ -83,13 +84,28 @@ type PackPlan = BTreeMap<Id, BTreeMap<u64, (BlobLocation, Vec<(usize, u64)>)>>;
 type Hold = Option<Arc<File>>;
 
 struct FileJob {
+    /// The path (for messages).
     dest: PathBuf,
-    tmp: PathBuf,
+    /// The temporary name in `dir`, where a file is filled unless it can be
+    /// made unnamed.
+    tmp: std::ffi::OsString,
     node: Node,
     /// The path shown in messages.
     shown: String,
-    /// Keeps `dest` and `tmp` valid.
+    /// The directory the file goes in, opened once.
+    dir: Arc<File>,
+    made: Made,
+    /// Keeps `dest` valid.
     _hold: Hold,
+}
+
+/// What is known of the directory a file is created in.
+#[derive(Clone, Copy)]
+struct Made {
+    /// This run created it: nothing in it is in the way.
+    fresh: bool,
+    /// A file created in it gets our user and group (no chown needed).
+    owned: bool,
 }
 
 /// What the batch writer needs, shared with its thread.
@@ -97,6 +113,12 @@ struct Ctx<'r> {
     repo: &'r Repository,
     opts: &'r RestoreOptions,
     is_root: bool,
+    /// Whether `O_TMPFILE` works here (cleared at the first refusal).
+    tmpfile: AtomicBool,
+    /// The process umask, if known.
+    umask: Option<u32>,
+    euid: u32,
+    egid: u32,
     names: NameCache,
 }
 
@@ -127,6 +149,7 @@ struct Restorer<'scope, 'env> {
     links: Vec<(PathBuf, PathBuf, String, Hold, Hold)>,
     /// Makes temporary file names unique within this run.
     tmp_counter: u64,
+    pid: u32,
     /// Directories created only to reach included paths.
     unselected_dirs: Vec<(PathBuf, Hold)>,
 }
@@ -217,6 +240,10 @@ pub fn restore(
         repo,
         opts,
         is_root: nix::unistd::geteuid().is_root(),
+        tmpfile: AtomicBool::new(true),
+        umask: read_umask(),
+        euid: nix::unistd::geteuid().as_raw(),
+        egid: nix::unistd::getegid().as_raw(),
         names: NameCache::default(),
     };
     let include = if opts.include.is_empty() {
@@ -241,9 +268,10 @@ pub fn restore(
             hardlinks: HashMap::new(),
             links: Vec::new(),
             tmp_counter: 0,
+            pid: std::process::id(),
             unselected_dirs: Vec::new(),
         };
-        let walked = r.tree(&root, &opts.target.clone(), None, "", false);
+        let walked = r.tree(&root, &opts.target.clone(), None, "", false, None);
         let flushed = r.flush().and_then(|()| r.join_pending());
         walked?;
         flushed?;
@@ -285,6 +313,9 @@ impl Restorer<'_, '_> {
     }
 
     /// Restores tree `id` into `dir` (a path valid while `hold` lives).
+    /// `fresh`: the group of `dir` if this run created it, so nothing in it
+    /// needs checking before it is created (tree names are unique), and a
+    /// file made in it gets our user and that group.
     fn tree(
         &mut self,
         id: &Id,
@@ -292,6 +323,7 @@ impl Restorer<'_, '_> {
         hold: Hold,
         rel: &str,
         ancestor_included: bool,
+        fresh: Option<u32>,
     ) -> Result<()> {
         let t = match crate::diff::load_tree(self.repo, id) {
             Ok(t) => t,
@@ -302,7 +334,21 @@ impl Restorer<'_, '_> {
                 return Ok(());
             }
         };
-        let mut local: Hold = None;
+        // This directory's descriptor: files are created and named relative
+        // to it (no path lookups), and paths beyond PATH_MAX go through it.
+        let dirfd: Hold = if self.opts.dry_run {
+            None
+        } else {
+            match crate::archiver::open_dir_path(dir) {
+                Ok(f) => Some(Arc::new(f)),
+                Err(e) => {
+                    let shown = if rel.is_empty() { "/" } else { rel };
+                    self.report.errors.push(format!("{shown}: {e}"));
+                    return Ok(());
+                }
+            }
+        };
+        let mut local: Hold = dirfd.clone();
         for n in t.nodes {
             let shown = format!("{rel}/{}", n.name_lossy());
             if !is_safe_name(&n.name) {
@@ -340,22 +386,28 @@ impl Restorer<'_, '_> {
                 )
             };
             if n.kind == NodeKind::Dir {
-                if included
-                    && !self.opts.dry_run
-                    && let Err(e) = safe_mkdir(&dest)
-                {
-                    self.report.errors.push(format!("{shown}: {e}"));
-                    continue;
-                }
-                if let Some(s) = n.subtree {
-                    if !included && !self.opts.dry_run {
-                        // Create it only if something below is included.
-                        if let Err(e) = safe_mkdir(&dest) {
+                let mut created = None;
+                if included && !self.opts.dry_run {
+                    match safe_mkdir(&dest) {
+                        Ok(c) => created = c,
+                        Err(e) => {
                             self.report.errors.push(format!("{shown}: {e}"));
                             continue;
                         }
                     }
-                    self.tree(&s, &dest, dest_hold.clone(), &shown, included)?;
+                }
+                if let Some(s) = n.subtree {
+                    if !included && !self.opts.dry_run {
+                        // Create it only if something below is included.
+                        match safe_mkdir(&dest) {
+                            Ok(c) => created = c,
+                            Err(e) => {
+                                self.report.errors.push(format!("{shown}: {e}"));
+                                continue;
+                            }
+                        }
+                    }
+                    self.tree(&s, &dest, dest_hold.clone(), &shown, included, created)?;
                 }
                 if included {
                     self.report.dirs += 1;
@@ -371,7 +423,7 @@ impl Restorer<'_, '_> {
             if !included {
                 continue;
             }
-            if let Err(e) = self.entry(&dest, dest_hold, &shown, n) {
+            if let Err(e) = self.entry(&dest, dest_hold, &shown, n, fresh, &dirfd) {
                 self.report.errors.push(format!("{shown}: {e}"));
             }
         }
@@ -419,7 +471,15 @@ impl Restorer<'_, '_> {
         Ok(true)
     }
 
-    fn entry(&mut self, dest: &Path, hold: Hold, shown: &str, n: Node) -> Result<()> {
+    fn entry(
+        &mut self,
+        dest: &Path,
+        hold: Hold,
+        shown: &str,
+        n: Node,
+        fresh: Option<u32>,
+        dirfd: &Hold,
+    ) -> Result<()> {
         if n.kind == NodeKind::Socket {
             self.report
                 .skipped
@@ -433,9 +493,10 @@ impl Restorer<'_, '_> {
             }
             return Ok(());
         }
-        if !self
-            .clear_existing(dest, shown, &n)
-            .map_err(|e| Error::io(dest, e))?
+        if fresh.is_none()
+            && !self
+                .clear_existing(dest, shown, &n)
+                .map_err(|e| Error::io(dest, e))?
         {
             return Ok(());
         }
@@ -456,7 +517,16 @@ impl Restorer<'_, '_> {
                 .insert(key, (dest.to_path_buf(), hold.clone()));
         }
         match n.kind {
-            NodeKind::File => self.queue_file(dest, hold, shown, n)?,
+            NodeKind::File => {
+                let dir = dirfd
+                    .clone()
+                    .ok_or_else(|| Error::Usage(format!("{shown}: no directory descriptor")))?;
+                let made = Made {
+                    fresh: fresh.is_some(),
+                    owned: fresh == Some(self.ctx.egid),
+                };
+                self.queue_file(dest, hold, shown, n, dir, made)?
+            }
             NodeKind::Symlink => {
                 std::os::unix::fs::symlink(OsStr::from_bytes(&n.link_target), dest)
                     .map_err(|e| Error::io(dest, e))?;
@@ -487,20 +557,26 @@ impl Restorer<'_, '_> {
         Ok(())
     }
 
-    fn queue_file(&mut self, dest: &Path, hold: Hold, shown: &str, n: Node) -> Result<()> {
-        let dir = dest.parent().unwrap_or(Path::new("."));
+    fn queue_file(
+        &mut self,
+        dest: &Path,
+        hold: Hold,
+        shown: &str,
+        n: Node,
+        dir: Arc<File>,
+        made: Made,
+    ) -> Result<()> {
         self.tmp_counter += 1;
-        let tmp = dir.join(format!(
-            ".larder-restore-{}-{}",
-            std::process::id(),
-            self.tmp_counter
-        ));
+        let tmp =
+            std::ffi::OsString::from(format!(".larder-restore-{}-{}", self.pid, self.tmp_counter));
         self.batch_bytes += n.size;
         self.batch.push(FileJob {
             dest: dest.to_path_buf(),
             tmp,
             node: n,
             shown: shown.to_string(),
+            dir,
+            made,
             _hold: hold,
         });
         if self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES {
@@ -541,41 +617,31 @@ impl Ctx<'_> {
     /// Writes the content of `jobs`, pack by pack, then their metadata.
     fn write_batch(&self, jobs: Vec<FileJob>) -> Result<BatchOutcome> {
         let mut report = BatchOutcome::default();
-        // Create the pre-sized temporary files in parallel.
-        let files: Vec<Option<File>> = jobs
-            .par_iter()
-            .map(|job| {
-                File::options()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&job.tmp)
-                    .and_then(|f| f.set_len(job.node.size).map(|()| f))
-                    .ok()
-            })
-            .collect();
-        let failed: Vec<Mutex<Option<String>>> = files
+        let failed: Vec<Mutex<Option<String>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+        // Every chunk of the batch is looked up in one read transaction.
+        let ids: Vec<Id> = jobs
             .iter()
-            .map(|f| Mutex::new(f.is_none().then(|| "cannot create the file".to_string())))
+            .flat_map(|j| j.node.content.iter().copied())
             .collect();
+        let locs = self.repo.lookup_many(&ids)?;
         // pack → blob offset → (location, targets)
         let mut plan: PackPlan = BTreeMap::new();
+        let mut next = locs.into_iter();
         for (j, job) in jobs.iter().enumerate() {
-            if files[j].is_none() {
-                continue;
-            }
+            let mine: Vec<Option<BlobLocation>> =
+                next.by_ref().take(job.node.content.len()).collect();
             let mut off = 0u64;
-            for c in &job.node.content {
-                match self.repo.lookup(c)? {
+            for (c, loc) in job.node.content.iter().zip(mine) {
+                match loc {
                     Some(loc) => {
+                        off += loc.entry.plain_len as u64;
+                        let at = off - loc.entry.plain_len as u64;
                         plan.entry(loc.pack)
                             .or_default()
                             .entry(loc.entry.offset)
                             .or_insert_with(|| (loc, Vec::new()))
                             .1
-                            .push((j, off));
-                        off += loc.entry.plain_len as u64;
+                            .push((j, at));
                     }
                     None => {
                         set_failed(
@@ -596,6 +662,25 @@ impl Ctx<'_> {
                 );
             }
         }
+        // Create the temporary files in parallel. A file is sized (made
+        // sparse) only if a hole is left in it.
+        let files: Vec<Option<(File, bool)>> = jobs
+            .par_iter()
+            .zip(&failed)
+            .map(|(job, fail)| {
+                if !lock_is_none(fail) {
+                    return None;
+                }
+                match self.create(job) {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        set_failed(fail, format!("cannot create the file: {e}"));
+                        None
+                    }
+                }
+            })
+            .collect();
+        let holes: Vec<AtomicBool> = jobs.iter().map(|_| AtomicBool::new(false)).collect();
         let repo = self.repo;
         // Cut each pack's blobs into coalesced reads, then read, decrypt,
         // verify and write the reads in parallel.
@@ -631,7 +716,9 @@ impl Ctx<'_> {
                     start,
                     end - start,
                 );
-                for (loc, targets) in &blobs {
+                // Blobs of one read are opened in parallel too: a batch of
+                // small files is often a single read.
+                blobs.par_iter().for_each(|(loc, targets)| {
                     let result = data.as_ref().map_err(|e| e.to_string()).and_then(|d| {
                         let e = &loc.entry;
                         let s = &d[(e.offset - start) as usize
@@ -652,10 +739,15 @@ impl Ctx<'_> {
                         Ok(plain) => {
                             let zero = plain.iter().all(|&b| b == 0);
                             for &(j, off) in targets {
-                                if zero || !lock_is_none(&failed[j]) {
-                                    continue; // a hole: the file was pre-sized
+                                if zero {
+                                    // A hole: the file is sized at the end.
+                                    holes[j].store(true, Ordering::Relaxed);
+                                    continue;
                                 }
-                                let Some(f) = &files[j] else { continue };
+                                if !lock_is_none(&failed[j]) {
+                                    continue;
+                                }
+                                let Some((f, _)) = &files[j] else { continue };
                                 if let Err(e) = f.write_all_at(&plain, off) {
                                     set_failed(&failed[j], format!("write failed: {e}"));
                                 }
@@ -667,31 +759,44 @@ impl Ctx<'_> {
                             }
                         }
                     }
-                }
+                });
             });
-        drop(files);
-        // Metadata and the final rename, in parallel; the report in order.
+        // Size, metadata (through the open descriptor) and the final rename,
+        // in parallel; the report in order.
         let outcomes: Vec<(Option<String>, std::result::Result<(), String>)> = jobs
             .par_iter()
             .zip(failed)
-            .map(|(job, f)| {
-                let shown = job.shown.clone();
-                if let Some(msg) = f.into_inner().ok().flatten() {
-                    let _ = fs::remove_file(&job.tmp);
+            .zip(files)
+            .zip(holes)
+            .map(|(((job, fail), file), hole)| {
+                let shown = &job.shown;
+                let fail = fail.into_inner().ok().flatten();
+                let (Some((file, unnamed)), None) = (file, &fail) else {
+                    remove_tmp(job);
+                    let msg = fail.unwrap_or_else(|| "cannot create the file".into());
                     return (None, Err(format!("{shown}: {msg}")));
-                }
+                };
+                let sized = if hole.into_inner() {
+                    file.set_len(job.node.size)
+                        .map_err(|e| Error::io(&job.dest, e))
+                } else {
+                    Ok(())
+                };
                 // Metadata the target refuses is reported; the content is
                 // still put in place.
-                let (partial, res) = match self.apply_meta(&job.tmp, &job.node) {
+                let (partial, res) = match sized.and_then(|()| {
+                    self.apply_file_meta(&file, &job.dest, &job.node, job.made.owned)
+                }) {
                     Ok(()) => (None, Ok(())),
                     Err(Error::Partial(msg)) => (Some(format!("{shown}: {msg}")), Ok(())),
                     Err(e) => (None, Err(e)),
                 };
                 let res = res.and_then(|()| {
-                    fs::rename(&job.tmp, &job.dest).map_err(|e| Error::io(&job.dest, e))
+                    put_in_place(job, &file, unnamed).map_err(|e| Error::io(&job.dest, e))
                 });
-                if res.is_err() {
-                    let _ = fs::remove_file(&job.tmp);
+                drop(file);
+                if res.is_err() && !unnamed {
+                    remove_tmp(job);
                 }
                 (partial, res.map_err(|e| format!("{shown}: {e}")))
             })
@@ -711,12 +816,51 @@ impl Ctx<'_> {
         Ok(report)
     }
 
-    /// Ownership (as root), mode (not for symlinks) and times, without
-    /// following a symlink at `path`.
-    fn apply_meta(&self, path: &Path, n: &Node) -> Result<()> {
-        use nix::sys::stat::{UtimensatFlags, utimensat};
-        use nix::sys::time::TimeSpec;
-        use nix::unistd::{Gid, Uid};
+    /// Creates the file `job` is filled into: unnamed (`O_TMPFILE`) in a
+    /// directory this run created, so nothing shows until it is linked in
+    /// complete and an interrupted restore leaves nothing behind; otherwise
+    /// (or where the filesystem cannot) under its temporary name. Returns
+    /// the file and whether it is unnamed.
+    fn create(&self, job: &FileJob) -> std::io::Result<(File, bool)> {
+        use nix::fcntl::{OFlag, openat};
+        use nix::sys::stat::Mode;
+        let mode = Mode::from_bits_truncate(self.create_mode(&job.node));
+        if job.made.fresh && self.tmpfile.load(Ordering::Relaxed) {
+            match openat(
+                job.dir.as_ref(),
+                ".",
+                OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                mode,
+            ) {
+                Ok(fd) => return Ok((File::from(fd), true)),
+                // Not supported by this filesystem (or kernel).
+                Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
+                    self.tmpfile.store(false, Ordering::Relaxed)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(job.dir.as_ref(), job.tmp.as_os_str(), flags, mode)?;
+        Ok((File::from(fd), false))
+    }
+
+    /// The permission bits a restored file is created with: its own when
+    /// the umask keeps them all (so no chmod is needed after), otherwise
+    /// owner-only until they are set.
+    fn create_mode(&self, n: &Node) -> u32 {
+        let perm = n.mode & 0o777;
+        match self.umask {
+            Some(m) if perm & m == 0 => perm,
+            _ => 0o600,
+        }
+    }
+
+    /// The owner to give `n`, and whether to set it: always as root,
+    /// otherwise only when it differs from what files are created with (a
+    /// refusal is then reported, not hidden).
+    fn owner(&self, n: &Node) -> (nix::unistd::Uid, nix::unistd::Gid, bool) {
         let (mut uid, mut gid) = (n.uid, n.gid);
         if !self.opts.numeric_owner {
             if let Some(u) = self.names.uid(&n.user) {
@@ -726,17 +870,68 @@ impl Ctx<'_> {
                 gid = g;
             }
         }
-        // As root always; otherwise only when it differs from what we create
-        // with (and a refusal is reported, not hidden).
-        let differs =
-            uid != nix::unistd::geteuid().as_raw() || gid != nix::unistd::getegid().as_raw();
+        let set = self.is_root || uid != self.euid || gid != self.egid;
+        (
+            nix::unistd::Uid::from_raw(uid),
+            nix::unistd::Gid::from_raw(gid),
+            set,
+        )
+    }
+
+    /// What [`Ctx::apply_meta`] does, through the descriptor of a regular
+    /// file being restored (no path lookups); `path` names it in messages.
+    fn apply_file_meta(&self, f: &File, path: &Path, n: &Node, owned: bool) -> Result<()> {
+        use nix::sys::time::TimeSpec;
+        use std::os::unix::fs::PermissionsExt;
+        use xattr::FileExt as _;
         let mut problems = Vec::new();
-        if (self.is_root || differs)
+        let (uid, gid, set) = self.owner(n);
+        let has_owner = owned && uid.as_raw() == self.euid && gid.as_raw() == self.egid;
+        if set
+            && !has_owner
+            && let Err(e) = nix::unistd::fchown(f, Some(uid), Some(gid))
+        {
+            problems.push(format!("cannot set owner {uid}:{gid}: {e}"));
+        }
+        // A chown clears set-id bits, so those are always set after it.
+        if self.create_mode(n) != n.mode & 0o7777 || !has_owner {
+            f.set_permissions(fs::Permissions::from_mode(n.mode))
+                .map_err(|e| Error::io(path, e))?;
+        }
+        for x in &n.xattrs {
+            let name = OsStr::from_bytes(&x.name);
+            if let Err(e) = f.set_xattr(name, &x.value) {
+                problems.push(format!(
+                    "cannot set extended attribute {}: {e}",
+                    name.to_string_lossy()
+                ));
+            }
+        }
+        let ts =
+            |ns: i64| TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+        let atime = n.atime_ns.map(ts).unwrap_or(TimeSpec::UTIME_OMIT);
+        nix::sys::stat::futimens(f, &atime, &ts(n.mtime_ns))
+            .map_err(|e| Error::io(path, e.into()))?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Partial(problems.join("; ")))
+        }
+    }
+
+    /// Ownership (as root), mode (not for symlinks) and times, without
+    /// following a symlink at `path`.
+    fn apply_meta(&self, path: &Path, n: &Node) -> Result<()> {
+        use nix::sys::stat::{UtimensatFlags, utimensat};
+        use nix::sys::time::TimeSpec;
+        let (uid, gid, set) = self.owner(n);
+        let mut problems = Vec::new();
+        if set
             && let Err(e) = nix::unistd::fchownat(
                 nix::fcntl::AT_FDCWD,
                 path,
-                Some(Uid::from_raw(uid)),
-                Some(Gid::from_raw(gid)),
+                Some(uid),
+                Some(gid),
                 nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
             )
         {
@@ -774,6 +969,60 @@ impl Ctx<'_> {
     }
 }
 
+/// Gives a filled file its name: links an unnamed file in, or renames the
+/// temporary name over the destination.
+fn put_in_place(job: &FileJob, file: &File, unnamed: bool) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, AtFlags};
+    use std::os::fd::AsRawFd;
+    let name = job
+        .dest
+        .file_name()
+        .ok_or_else(|| std::io::Error::from(ErrorKind::InvalidInput))?;
+    if !unnamed {
+        return nix::fcntl::renameat(
+            job.dir.as_ref(),
+            job.tmp.as_os_str(),
+            job.dir.as_ref(),
+            name,
+        )
+        .map_err(Into::into);
+    }
+    // Linking a descriptor itself needs CAP_DAC_READ_SEARCH; its
+    // /proc/self/fd link works for everyone.
+    match nix::unistd::linkat(file, "", job.dir.as_ref(), name, AtFlags::AT_EMPTY_PATH) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EPERM) => {
+            let proc = format!("/proc/self/fd/{}", file.as_raw_fd());
+            nix::unistd::linkat(
+                AT_FDCWD,
+                proc.as_str(),
+                job.dir.as_ref(),
+                name,
+                AtFlags::AT_SYMLINK_FOLLOW,
+            )
+            .map_err(Into::into)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the temporary name of a file that is not restored.
+fn remove_tmp(job: &FileJob) {
+    let _ = nix::unistd::unlinkat(
+        job.dir.as_ref(),
+        job.tmp.as_os_str(),
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    );
+}
+
+/// The process umask, read from /proc (reading it with umask(2) would
+/// briefly change it for every thread).
+fn read_umask() -> Option<u32> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+    u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+}
+
 /// Replaces whatever is at `dest` with a hard link to `existing`.
 fn make_hardlink(existing: &Path, dest: &Path) -> std::io::Result<()> {
     match fs::symlink_metadata(dest) {
@@ -797,15 +1046,23 @@ fn lock_is_none(m: &Mutex<Option<String>>) -> bool {
 }
 
 /// Makes `path` a real directory: an existing directory is kept, anything
-/// else there (a symlink, a file) is removed first, never followed.
-fn safe_mkdir(path: &Path) -> std::io::Result<()> {
+/// else there (a symlink, a file) is removed first, never followed. Returns
+/// the new directory's group if it was created now and inherited no
+/// default ACL (which, not the umask, would then decide the modes of files
+/// created in it).
+fn safe_mkdir(path: &Path) -> std::io::Result<Option<u32>> {
     match fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(m) if m.is_dir() => return Ok(None),
         Ok(_) => fs::remove_file(path)?,
         Err(e) if e.kind() == ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
     fs::create_dir(path)?;
     // Owner-only until its own metadata is applied at the end.
-    fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+    fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    if matches!(xattr::get(path, "system.posix_acl_default"), Ok(None)) {
+        Ok(Some(fs::symlink_metadata(path)?.gid()))
+    } else {
+        Ok(None)
+    }
 }
