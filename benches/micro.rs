@@ -145,9 +145,10 @@ fn packing(c: &mut Criterion) {
         b.iter(|| {
             let mut w = PackWriter::default();
             for (id, d) in &blobs {
-                w.add(pack::prepare_blob(&k, Some(&mut comp), BlobType::Data, *id, d).unwrap());
+                w.add(pack::prepare_blob(&k, Some(&mut comp), BlobType::Data, *id, d).unwrap())
+                    .unwrap();
             }
-            w.finish(&k).unwrap().bytes.len()
+            w.finish(&k).unwrap().size
         })
     });
     g.finish();
@@ -160,10 +161,11 @@ fn restore_path(c: &mut Criterion) {
     let mut w = PackWriter::default();
     w.add(
         pack::prepare_blob(&k, Some(&mut comp), BlobType::Data, k.blob_id(&text), &text).unwrap(),
-    );
+    )
+    .unwrap();
     let p = w.finish(&k).unwrap();
     let e = p.entries[0];
-    let stored = &p.bytes[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
+    let stored = &p.bytes()[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
     let mut g = quick(c);
     g.throughput(Throughput::Bytes(text.len() as u64));
     g.bench_function("restore/open_blob text 256KiB", |b| {

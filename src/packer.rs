@@ -58,6 +58,9 @@ pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Resul
 /// Index segments are written after this many packs.
 const PACKS_PER_SEGMENT: usize = 8;
 
+/// Finished packs that may wait for their fsync while the next one fills.
+const UPLOAD_QUEUE: usize = 4;
+
 /// The upload thread: writes packs and reports each one when it is durable.
 struct Uploader {
     tx: Option<Sender<FinishedPack>>,
@@ -68,17 +71,18 @@ struct Uploader {
 
 impl Uploader {
     fn spawn(backend: Arc<dyn Backend>) -> Uploader {
-        // At most one pack queued and one being written while the next one
-        // fills: memory stays bounded to three packs.
-        let (tx, rx) = bounded::<FinishedPack>(1);
+        // Packs are written to temporary files as they fill; here they wait
+        // to be fsynced and named. A few may queue while the disk catches
+        // up (each costs a file descriptor, not memory).
+        let (tx, rx) = bounded::<FinishedPack>(UPLOAD_QUEUE);
         let (done_tx, done) = bounded::<Result<IndexPack>>(4);
         let thread = std::thread::spawn(move || {
             for p in rx {
                 let r = backend
-                    .write(Kind::Pack, &p.id.to_hex(), &p.bytes)
+                    .commit(Kind::Pack, &p.id.to_hex(), p.out)
                     .map(|()| IndexPack {
                         id: p.id,
-                        size: p.bytes.len() as u64,
+                        size: p.size,
                         blobs: p.entries,
                     });
                 if done_tx.send(r).is_err() {
@@ -123,19 +127,12 @@ impl<'r> Packer<'r> {
     pub fn new(repo: &'r Repository) -> Result<Packer<'r>> {
         Ok(Packer {
             repo,
-            writer: PackWriter::with_capacity(Self::buffer_size(repo)),
+            writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
             uploader: Uploader::spawn(repo.backend_arc()),
             stats: PackerStats::default(),
         })
-    }
-
-    /// Room for a full pack: its target size, one largest chunk beyond it,
-    /// and the header.
-    fn buffer_size(repo: &Repository) -> usize {
-        let c = repo.config();
-        c.pack_size as usize + c.chunker.max as usize + (1 << 16)
     }
 
     /// Whether blob `id` is already stored or queued.
@@ -163,7 +160,7 @@ impl<'r> Packer<'r> {
         self.stats.bytes_added_plain += b.plain_len as u64;
         self.stats.bytes_added_stored += b.stored.len() as u64;
         self.in_pack.insert(b.id);
-        self.writer.add(b);
+        self.writer.add(b)?;
         if self.writer.size() >= self.repo.config().pack_size as usize {
             self.flush_pack()?;
         }
@@ -175,11 +172,10 @@ impl<'r> Packer<'r> {
         if self.writer.is_empty() {
             return Ok(());
         }
-        let next = PackWriter::with_capacity(Self::buffer_size(self.repo));
+        let next = PackWriter::new(self.repo.backend().stage(Kind::Pack)?);
         let w = std::mem::replace(&mut self.writer, next);
         let p = w.finish(self.repo.keys())?;
-        let header =
-            p.bytes.len() as u64 - p.entries.iter().map(|e| e.stored_len as u64).sum::<u64>();
+        let header = p.size - p.entries.iter().map(|e| e.stored_len as u64).sum::<u64>();
         self.stats.bytes_added_stored += header;
         let tx = self
             .uploader

@@ -3,10 +3,10 @@
 //! giving write-once semantics) and the directory is fsynced, so a crash at
 //! any point leaves either no object or the whole object.
 
-use super::{Backend, Entry, Kind};
+use super::{Backend, Entry, Kind, Staged, StagedFile};
 use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -153,6 +153,38 @@ impl Backend for LocalBackend {
     }
 
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()> {
+        let mut staged = self.stage(kind)?;
+        staged.append(data)?;
+        self.commit(kind, name, staged)
+    }
+
+    /// A temporary file in the kind's directory (skipped by listings).
+    fn stage(&self, kind: Kind) -> Result<Staged> {
+        let dir = self.root.join(kind.dir());
+        if kind == Kind::Pack {
+            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        }
+        let mut rnd = [0u8; 8];
+        crate::crypto::fill_random(&mut rnd)?;
+        let path = dir.join(format!("{TMP_PREFIX}{}", hex::encode(rnd)));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(Staged::File(StagedFile {
+            file: Some(file),
+            path,
+        }))
+    }
+
+    /// fsync, hard link into place (refused if the name exists: write-once),
+    /// fsync of the directory.
+    fn commit(&self, kind: Kind, name: &str, staged: Staged) -> Result<()> {
+        let mut staged = match staged {
+            Staged::File(f) => f,
+            Staged::Memory(v) => return self.write(kind, name, &v),
+        };
         let target = self.full(kind, name)?;
         let dir = target
             .parent()
@@ -161,15 +193,11 @@ impl Backend for LocalBackend {
         if kind == Kind::Pack {
             fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         }
-        let mut rnd = [0u8; 8];
-        crate::crypto::fill_random(&mut rnd)?;
-        let tmp = dir.join(format!("{TMP_PREFIX}{}", hex::encode(rnd)));
+        let tmp = staged.path.clone();
         let res = (|| -> std::io::Result<bool> {
-            let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-            f.write_all(data)?;
-            f.sync_all()?;
-            drop(f);
-            // hard_link refuses to replace an existing name: write-once.
+            if let Some(f) = staged.file.take() {
+                f.sync_all()?;
+            }
             let created = match fs::hard_link(&tmp, &target) {
                 Ok(()) => true,
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
@@ -183,18 +211,15 @@ impl Backend for LocalBackend {
                     }
                 }
             };
-            let _ = fs::remove_file(&tmp);
             sync_dir(&dir)?;
             Ok(created)
         })();
+        drop(staged); // removes the temporary name
         match res {
             Ok(true) => Ok(()),
             Ok(false) if kind == Kind::Config => Err(Error::RepositoryExists(self.location())),
             Ok(false) => Ok(()),
-            Err(e) => {
-                let _ = fs::remove_file(&tmp);
-                Err(Self::obj_err(kind, name, e))
-            }
+            Err(e) => Err(Self::obj_err(kind, name, e)),
         }
     }
 

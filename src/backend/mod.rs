@@ -7,7 +7,52 @@ mod local;
 
 pub use local::LocalBackend;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// An object being written (see [`Backend::stage`]).
+pub enum Staged {
+    /// Held in memory until committed.
+    Memory(Vec<u8>),
+    /// Written to a temporary file as it grows.
+    File(StagedFile),
+}
+
+/// A temporary file holding a staged object; removed if dropped uncommitted.
+pub struct StagedFile {
+    pub(crate) file: Option<std::fs::File>,
+    pub(crate) path: PathBuf,
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        drop(self.file.take());
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Staged {
+    /// Appends bytes to the object.
+    pub fn append(&mut self, data: &[u8]) -> Result<()> {
+        match self {
+            Staged::Memory(v) => v.extend_from_slice(data),
+            Staged::File(f) => match &mut f.file {
+                Some(file) => file.write_all(data).map_err(|e| Error::io(&f.path, e))?,
+                None => return Err(Error::Usage(format!("{} is closed", f.path.display()))),
+            },
+        }
+        Ok(())
+    }
+
+    /// The bytes of an object staged in memory (None for one in a file).
+    pub fn bytes(&self) -> Option<&[u8]> {
+        match self {
+            Staged::Memory(v) => Some(v),
+            Staged::File(_) => None,
+        }
+    }
+}
 
 /// The kinds of object a repository holds, each in its own namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,6 +130,26 @@ pub trait Backend: Send + Sync {
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()>;
     /// Removes the object.
     fn delete(&self, kind: Kind, name: &str) -> Result<()>;
+
+    /// Starts an object of `kind` that is written piece by piece
+    /// ([`Staged::append`]) and named by [`Backend::commit`], so a large
+    /// object (a pack) need not be held in memory. By default it is.
+    fn stage(&self, kind: Kind) -> Result<Staged> {
+        let _ = kind;
+        Ok(Staged::Memory(Vec::new()))
+    }
+
+    /// Makes a staged object durable under `name`, with the semantics of
+    /// [`Backend::write`]. An uncommitted staged object leaves nothing.
+    fn commit(&self, kind: Kind, name: &str, staged: Staged) -> Result<()> {
+        match staged {
+            Staged::Memory(v) => self.write(kind, name, &v),
+            Staged::File(f) => Err(crate::error::Error::Usage(format!(
+                "{} was not staged by this backend",
+                f.path.display()
+            ))),
+        }
+    }
 
     /// The whole object, refusing (before reading it) one larger than `max`
     /// bytes: repository bytes are untrusted and must not cost unbounded memory.

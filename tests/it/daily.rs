@@ -1382,7 +1382,10 @@ fn killed_restore_leaves_only_complete_files() {
             let data = rand_bytes(d * 1000 + f, 3000 + (f as usize * 97) % 9000);
             let p = src.join(format!("d{d:02}/f{f:03}"));
             write(&p, &data);
-            set_mtime(&p, 1_600_000_000_000_000_000 + (d * 100 + f) as i64 * 1_000_003);
+            set_mtime(
+                &p,
+                1_600_000_000_000_000_000 + (d * 100 + f) as i64 * 1_000_003,
+            );
         }
     }
     let (out, _) = cli(
@@ -1410,7 +1413,11 @@ fn killed_restore_leaves_only_complete_files() {
         }
         // Killed once a few files are in place, long before the last.
         let done = fs::read_dir(restored.join("d00"))
-            .map(|rd| rd.filter_map(|e| e.ok()).filter(|e| e.file_name().as_bytes()[0] == b'f').count())
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().as_bytes()[0] == b'f')
+                    .count()
+            })
             .unwrap_or(0);
         if done > 0 {
             child.kill().unwrap();
@@ -1452,7 +1459,12 @@ fn killed_restore_leaves_only_complete_files() {
     );
     let done: Vec<_> = files_below(&restored)
         .into_iter()
-        .filter(|(n, _, _)| !n.rsplit('/').next().unwrap().starts_with(".larder-restore-"))
+        .filter(|(n, _, _)| {
+            !n.rsplit('/')
+                .next()
+                .unwrap()
+                .starts_with(".larder-restore-")
+        })
         .collect();
     assert!(done == source, "the second restore is not exact: {err}");
 }

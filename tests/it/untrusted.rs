@@ -548,7 +548,8 @@ static PACK: LazyLock<TestPack> = LazyLock::new(|| {
         } else {
             BlobType::Data
         };
-        w.add(pack::prepare_blob(k, Some(&mut c), ty, k.blob_id(b), b).unwrap());
+        w.add(pack::prepare_blob(k, Some(&mut c), ty, k.blob_id(b), b).unwrap())
+            .unwrap();
     }
     let header_at = w.size();
     let p = w.finish(k).unwrap();
@@ -558,7 +559,7 @@ static PACK: LazyLock<TestPack> = LazyLock::new(|| {
     );
     assert_eq!(p.entries[1].compression, 0, "fixture must hold a raw blob");
     TestPack {
-        bytes: p.bytes,
+        bytes: p.bytes().to_vec(),
         blobs,
         header_at,
     }

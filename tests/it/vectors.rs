@@ -1207,18 +1207,19 @@ fn library_writes_what_the_spec_reads() {
         (BlobType::Tree, docs_tree().encode().unwrap()),
     ];
     for (ty, b) in &blobs {
-        w.add(pack::prepare_blob(&keys, Some(&mut comp), *ty, keys.blob_id(b), b).unwrap());
+        w.add(pack::prepare_blob(&keys, Some(&mut comp), *ty, keys.blob_id(b), b).unwrap())
+            .unwrap();
     }
     let p = w.finish(&keys).unwrap();
-    assert_eq!(p.id.to_hex(), blake3::hash(&p.bytes).to_hex().as_str());
-    let sp = spec_parse_pack(&spec, &p.bytes);
+    assert_eq!(p.id.to_hex(), blake3::hash(p.bytes()).to_hex().as_str());
+    let sp = spec_parse_pack(&spec, p.bytes());
     assert_eq!(
         sp.entries,
         p.entries.iter().map(entry_vector).collect::<Vec<_>>()
     );
     for (e, (ty, b)) in sp.entries.iter().zip(&blobs) {
         assert_eq!(e.ty, *ty as u8);
-        assert_eq!(&spec_open_blob(&spec, &p.bytes, e), b);
+        assert_eq!(&spec_open_blob(&spec, p.bytes(), e), b);
     }
 
     // Key files.
