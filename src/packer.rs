@@ -151,9 +151,12 @@ impl<'r> Packer<'r> {
         Ok((id, true))
     }
 
-    /// Appends a blob prepared elsewhere (by a worker); skips duplicates.
+    /// Appends a blob prepared elsewhere (by a worker), skipping one already
+    /// in a pack of this packer. The caller has checked the index (the
+    /// archiver does, before it compresses anything), so this does not ask
+    /// SQLite again.
     pub fn add_prepared(&mut self, b: PreparedBlob) -> Result<bool> {
-        if self.in_pack.contains(&b.id) || self.repo.index()?.contains(&b.id)? {
+        if self.in_pack.contains(&b.id) {
             return Ok(false);
         }
         self.stats.blobs_added += 1;

@@ -295,11 +295,20 @@ pub fn load_tree(repo: &Repository, id: &Id) -> Result<Tree> {
     Tree::decode(&format!("tree {id}"), &bytes)
 }
 
+/// A batch of new blobs goes to the store once it holds this many bytes
+/// or items.
+const BATCH_BYTES: usize = 1 << 20;
+const BATCH_ITEMS: usize = 64;
+
 struct Run<'r, 'p> {
     repo: &'r Repository,
     opts: &'r BackupOptions,
     /// The storing stage (None in a dry run).
-    store: Option<Sender<StoreItem>>,
+    store: Option<Sender<Vec<StoreItem>>>,
+    /// New blobs not yet handed to the store: sent in batches, so the
+    /// channel is touched once per batch rather than once per small file.
+    batch: Vec<StoreItem>,
+    batch_bytes: usize,
     /// New blobs sent to the store during this run.
     inflight: HashSet<Id>,
     /// IDs of all-zero chunks by length.
@@ -351,25 +360,46 @@ impl Run<'_, '_> {
             drop(index);
             self.inflight = keep;
         }
-        if let Some(tx) = &self.store {
-            let item = StoreItem {
+        if self.store.is_some() {
+            self.batch_bytes += data.len();
+            self.batch.push(StoreItem {
                 ty,
                 id,
                 data: data.to_vec(),
-            };
-            if tx.send(item).is_err() {
-                // The store stage stopped; its error is reported on join.
-                return Err(Error::Usage("the storing stage stopped".into()));
+            });
+            if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_ITEMS {
+                self.send_batch()?;
             }
         }
         Ok(id)
     }
 
+    /// Hands the pending blobs to the store.
+    fn send_batch(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        self.batch_bytes = 0;
+        let batch = std::mem::take(&mut self.batch);
+        if let Some(tx) = &self.store
+            && tx.send(batch).is_err()
+        {
+            // The store stage stopped; its error is reported on join.
+            return Err(Error::Usage("the storing stage stopped".into()));
+        }
+        Ok(())
+    }
+
+    /// Reads and stores the content of the regular file at `op`, which the
+    /// walk found with metadata `before`. Only `before.len()` bytes are read
+    /// (no read to find the end); a file that grew, shrank, was touched or
+    /// replaced meanwhile is caught by one fstat after the read.
     fn read_file(
         &mut self,
         path: &Path,
         op: &Path,
         node: &mut Node,
+        before: &std::fs::Metadata,
     ) -> Result<std::result::Result<(), String>> {
         let f = match File::options()
             .read(true)
@@ -390,17 +420,10 @@ impl Run<'_, '_> {
             }
             Err(e) => return Ok(Err(format!("{}: cannot open: {e}", path.display()))),
         };
-        let before = match f.metadata() {
-            Ok(m) => m,
-            Err(e) => return Ok(Err(format!("{}: cannot stat: {e}", path.display()))),
-        };
-        if !before.is_file() {
-            return Ok(Err(format!("{}: no longer a regular file", path.display())));
-        }
         self.progress.file(path);
         let mut content = Vec::new();
         let sparse = before.blocks().saturating_mul(512) < before.len();
-        let mut plain_reader = &f;
+        let mut plain_reader = std::io::Read::take(&f, before.len());
         let mut sparse_reader = sparse::SparseReader::new(&f, before.len());
         let reader: &mut dyn std::io::Read = if sparse {
             &mut sparse_reader
@@ -439,7 +462,10 @@ impl Run<'_, '_> {
         let after = f.metadata().ok();
         let changed = match &after {
             Some(a) => {
-                a.len() != before.len()
+                !a.is_file()
+                    || a.ino() != before.ino()
+                    || a.dev() != before.dev()
+                    || a.len() != before.len()
                     || a.mtime() != before.mtime()
                     || a.mtime_nsec() != before.mtime_nsec()
                     || total != before.len()
@@ -566,7 +592,7 @@ impl Run<'_, '_> {
                     self.progress.bytes(node.size);
                     return Ok(Some(node));
                 }
-                match self.read_file(path, op, &mut node)? {
+                match self.read_file(path, op, &mut node, md)? {
                     Ok(()) => {}
                     Err(msg) => {
                         self.warnings.push(msg);
@@ -852,6 +878,8 @@ pub fn backup(
             repo,
             opts,
             store: tx,
+            batch: Vec::new(),
+            batch_bytes: 0,
             inflight: HashSet::new(),
             zero_ids: std::collections::HashMap::new(),
             parent: ParentTrees::new(repo, parent_root),
@@ -864,7 +892,10 @@ pub fn backup(
             excluder,
             last_tree: None,
         };
-        let walked = walk_paths(&mut run, &paths);
+        let walked = walk_paths(&mut run, &paths).and_then(|r| {
+            run.send_batch()?;
+            Ok(r)
+        });
         let Run {
             store,
             summary,

@@ -1,18 +1,22 @@
 //! The storing stage of the backup pipeline: new blobs arrive on a bounded
-//! channel from the walking/reading thread, are compressed and sealed in
-//! parallel by one worker thread per core (each with its own zstd context),
-//! and appended to packs by the packer thread, which owns the [`Packer`]. The bounded
-//! channel keeps memory flat: the reader waits when sealing falls behind.
+//! channel from the walking/reading thread and are compressed, sealed and
+//! appended to the pack being filled by one worker thread per core (each
+//! with its own zstd context). The workers share the [`Packer`] behind a
+//! mutex, held only to append a sealed blob, so no thread hop sits between
+//! sealing and packing. The bounded channel keeps memory flat: the reader
+//! waits when sealing falls behind.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::pack::{BlobType, PreparedBlob};
 use crate::repository::{PackerStats, Repository};
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Sender, bounded};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{Scope, ScopedJoinHandle};
 
-/// Blobs waiting in the channel (each at most one max-size chunk).
-const CHANNEL_ITEMS: usize = 32;
+/// Batches waiting in the channel (each about 1 MiB: see the archiver).
+const CHANNEL_BATCHES: usize = 8;
 
 /// One blob to store.
 pub struct StoreItem {
@@ -29,46 +33,71 @@ pub fn prepare(repo: &Repository, item: &StoreItem) -> Result<PreparedBlob> {
 /// Starts the stage inside `scope`. Send blobs on the returned sender; drop
 /// it and join the handle to flush the last pack and index segment.
 ///
-/// One sealing worker per core takes blobs as it becomes free (no batch
-/// barrier, so one large chunk never idles the other core) and hands sealed
-/// blobs to the packer thread in whatever order they finish: order within
-/// packs does not matter.
+/// One worker per core takes blobs as it becomes free (no batch barrier, so
+/// one large chunk never idles the other core) and appends them to the
+/// shared packer in whatever order they finish: order within packs does not
+/// matter. The first error stops every worker (the sender then fails) and is
+/// what the handle returns.
 pub fn spawn<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     repo: &'env Repository,
 ) -> (
-    Sender<StoreItem>,
+    Sender<Vec<StoreItem>>,
     ScopedJoinHandle<'scope, Result<PackerStats>>,
 ) {
-    let (tx, rx) = bounded::<StoreItem>(CHANNEL_ITEMS);
-    let (sealed_tx, sealed_rx) = bounded::<Result<PreparedBlob>>(CHANNEL_ITEMS);
+    let (tx, rx) = bounded::<Vec<StoreItem>>(CHANNEL_BATCHES);
     let workers = std::env::var("LARDER_SEAL_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
         .unwrap_or(2)
         .clamp(1, 64);
-    for _ in 0..workers {
-        let (rx, sealed_tx) = (rx.clone(), sealed_tx.clone());
-        scope.spawn(move || {
-            for item in rx {
-                // A closed channel means the packer failed; stop quietly,
-                // the packer's error is what gets reported.
-                if sealed_tx.send(prepare(repo, &item)).is_err() {
-                    return;
+    let handle = scope.spawn(move || -> Result<PackerStats> {
+        let packer = Mutex::new(repo.packer()?);
+        let failed = AtomicBool::new(false);
+        let first_error = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    let (rx, packer, failed) = (rx.clone(), &packer, &failed);
+                    s.spawn(move || -> Result<()> {
+                        for item in rx.iter().flatten() {
+                            if failed.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            let r = prepare(repo, &item).and_then(|b| {
+                                packer
+                                    .lock()
+                                    .map_err(|_| Error::Usage("packer lock poisoned".into()))?
+                                    .add_prepared(b)
+                            });
+                            if let Err(e) = r {
+                                failed.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            drop(rx);
+            let mut first = None;
+            for h in handles {
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Usage("a sealing worker panicked".into())));
+                if let (Err(e), None) = (r, &first) {
+                    first = Some(e);
                 }
             }
+            first
         });
-    }
-    drop(sealed_tx);
-    let handle = scope.spawn(move || pack_loop(repo, sealed_rx));
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        packer
+            .into_inner()
+            .map_err(|_| Error::Usage("packer lock poisoned".into()))?
+            .finish()
+    });
     (tx, handle)
-}
-
-fn pack_loop(repo: &Repository, rx: Receiver<Result<PreparedBlob>>) -> Result<PackerStats> {
-    let mut packer = repo.packer()?;
-    for b in rx {
-        packer.add_prepared(b?)?;
-    }
-    packer.finish()
 }

@@ -1468,3 +1468,70 @@ fn killed_restore_leaves_only_complete_files() {
         .collect();
     assert!(done == source, "the second restore is not exact: {err}");
 }
+
+/// A file that grows while the backup runs is reported as changed while
+/// read (exit code 3, its path named), the snapshot keeps the bytes read
+/// (a prefix of the file), and the other files are exact.
+#[test]
+fn file_growing_during_backup_is_reported() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    write(&src.join("a.txt"), b"steady");
+    let growing = src.join("growing.log");
+    write(&growing, &rand_bytes(77, 32 << 20));
+    write(&src.join("z.txt"), b"steady too");
+    cli(&repo, &cache, &["init"], 0);
+
+    // A writer appends to the file for as long as the backup runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (stop, growing) = (stop.clone(), growing.clone());
+        std::thread::spawn(move || {
+            let mut f = fs::OpenOptions::new().append(true).open(&growing).unwrap();
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::io::Write::write_all(&mut f, format!("line {n}\n").as_bytes()).unwrap();
+                n += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    let (code, out, err) = run({
+        let mut c = common::larder(&repo, &cache);
+        c.args(["backup", "--json"]).arg(&src);
+        c
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(code, 3, "exit code 3 for a file that changed\n{out}\n{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("warning:")
+            && l.contains(path_str(&growing))
+            && l.contains("changed while it was read")),
+        "warning names the path: {err}"
+    );
+    let summary = json_lines(&out).pop().unwrap();
+    let id = summary["snapshot_id"].as_str().unwrap().to_string();
+    let target = base.path().join("restored");
+    cli(
+        &repo,
+        &cache,
+        &["restore", "-q", &id, "--target", path_str(&target)],
+        0,
+    );
+    let back = target.join(src.strip_prefix("/").unwrap());
+    assert_eq!(fs::read(back.join("a.txt")).unwrap(), b"steady");
+    assert_eq!(fs::read(back.join("z.txt")).unwrap(), b"steady too");
+    let got = fs::read(back.join("growing.log")).unwrap();
+    let now = fs::read(&growing).unwrap();
+    assert!(
+        got.len() >= 32 << 20 && got.len() < now.len(),
+        "{} bytes",
+        got.len()
+    );
+    assert!(
+        now.starts_with(&got),
+        "the stored bytes are a prefix of the file"
+    );
+}
