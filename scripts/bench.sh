@@ -260,8 +260,10 @@ jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.arg
 use_repo larder kdf; drop_repo larder kdf; tool_init larder
 "$LARDER" cat config > "$T/config.json"
 ZSTD_LEVEL=$(jget "d['compression_level']" < "$T/config.json")
+# `key list` reports the work factor (log2 N); r and p are fixed for new
+# keys (keys::SCRYPT_R = 8, keys::SCRYPT_P = 4).
 LARDER_WF=$("$LARDER" --json key list | jget "d[0]['work_factor']")
-meta larder_settings "$(jget "'zstd level %d, chunks %d/%d/%d KiB, packs %d MiB' % (d['compression_level'], d['chunker']['min'] >> 10, d['chunker']['avg'] >> 10, d['chunker']['max'] >> 10, d['pack_size'] >> 20)" < "$T/config.json"), age scrypt key N=2^$LARDER_WF (the default)"
+meta larder_settings "$(jget "'zstd level %d, chunks %d/%d/%d KiB, packs %d MiB' % (d['compression_level'], d['chunker']['min'] >> 10, d['chunker']['avg'] >> 10, d['chunker']['max'] >> 10, d['pack_size'] >> 20)" < "$T/config.json"), scrypt key N=2^$LARDER_WF r=8 p=4 (the default)"
 drop_repo larder kdf
 use_repo restic kdf; drop_repo restic kdf; tool_init restic
 meta restic_settings "repository version 2, --compression auto, scrypt key $(cat "$(repo_dir restic kdf)"/keys/* | jget "'N=2^%d r=%d p=%d' % (d['N'].bit_length() - 1, d['r'], d['p'])") (calibrated by restic)"

@@ -1,29 +1,49 @@
-//! Key files: the master key wrapped with age, one file per passphrase
-//! (age's scrypt recipient) or per X25519 recipient, under `keys/<id>`.
+//! Key files: the master key wrapped once per passphrase (scrypt and
+//! XChaCha20-Poly1305) or per X25519 recipient (age), under `keys/<id>`.
 //!
 //! Layout (see `repo-format/SPEC.md`): `"LRDR" | 'K' | version | header_len:
-//! u32 LE | header (postcard KeyHeader) | age ciphertext of the 32-byte master
-//! key`. The clear header only says which kind of key it is, its scrypt work
-//! factor and who made it; age authenticates the wrapped key itself.
+//! u32 LE | header (postcard KeyHeader) | body`. The clear header says which
+//! kind of key it is, its scrypt parameters and who made it. The body of a
+//! passphrase key is `salt (32) | nonce (24) | sealed master key (48)`, sealed
+//! under scrypt(passphrase, salt) with everything before the body as
+//! associated data; that of an X25519 key is an age file.
+//!
+//! Passphrases do not use age's scrypt recipient because it fixes r = 8 and
+//! p = 1: its one knob, N, ties memory to time, and restic's half second
+//! would cost 128 MiB. Here N = 2^15 (32 MiB, what restic uses) and p = 4
+//! (4/3 of restic's work).
 
 use crate::backend::{Backend, Kind};
 use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::object::{self, HEADER_LEN, ObjectType};
-use age::secrecy::SecretString;
+use age::secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
 
-/// Default scrypt work factor (log2 N) for new passphrase keys: about half a
-/// second on the reference machine, what restic calibrates to. age fixes
-/// r = 8 and p = 1, so this costs 128 MiB of memory while a key opens.
-pub const DEFAULT_WORK_FACTOR: u8 = 17;
-/// The largest work factor a reader accepts: bounds the time and memory a
-/// malicious key file can make us spend.
-pub const MAX_WORK_FACTOR: u8 = 20;
+/// Default scrypt work factor (log2 N) for new passphrase keys. With r = 8
+/// and p = 4 a key takes 32 MiB and about as long to open as restic's
+/// calibrated key (N = 2^15, r = 8, p = 3) on the reference machine.
+pub const DEFAULT_WORK_FACTOR: u8 = 15;
+/// scrypt block size r of new passphrase keys.
+pub const SCRYPT_R: u8 = 8;
+/// scrypt parallelism p of new passphrase keys (computed one after another,
+/// so memory stays that of one).
+pub const SCRYPT_P: u8 = 4;
+/// The largest work factor accepted when creating a key.
+pub const MAX_WORK_FACTOR: u8 = 18;
 /// The smallest work factor accepted when creating a key (tests use this).
 pub const MIN_WORK_FACTOR: u8 = 10;
+/// What a reader accepts, so a malicious key file cannot make us spend
+/// unbounded memory or time: scrypt memory (128 * r * N bytes) and work
+/// (N * r * p block operations).
+const MAX_SCRYPT_MEMORY: u64 = 256 << 20;
+const MAX_SCRYPT_WORK: u64 = 1 << 26;
+/// Body of a passphrase key: salt, nonce, sealed 32-byte master key.
+const SALT_LEN: usize = 32;
+const NONCE_LEN: usize = 24;
+const PASS_BODY_LEN: usize = SALT_LEN + NONCE_LEN + 32 + 16;
 const MAX_KEY_HEADER: usize = 64 << 10;
 const MAX_KEY_FILE: usize = 1 << 20;
 
@@ -40,6 +60,10 @@ pub struct KeyHeader {
     pub kind: KeyKind,
     /// scrypt log2(N) for passphrase keys, 0 otherwise.
     pub work_factor: u8,
+    /// scrypt r for passphrase keys, 0 otherwise.
+    pub scrypt_r: u8,
+    /// scrypt p for passphrase keys, 0 otherwise.
+    pub scrypt_p: u8,
     /// Creation time, seconds since the Unix epoch.
     pub created: i64,
     pub hostname: String,
@@ -113,57 +137,98 @@ pub(crate) fn now_secs() -> i64 {
         .unwrap_or(0)
 }
 
+/// The key that wraps the master key of a passphrase key file.
+fn passphrase_key(
+    what: &str,
+    pass: &SecretString,
+    salt: &[u8],
+    h: &KeyHeader,
+) -> Result<chacha20poly1305::Key> {
+    let params = scrypt::Params::new(h.work_factor, h.scrypt_r as u32, h.scrypt_p as u32, 32)
+        .map_err(|e| Error::corrupt(what, format!("scrypt parameters: {e}")))?;
+    let mut out = [0u8; 32];
+    scrypt::scrypt(pass.expose_secret().as_bytes(), salt, &params, &mut out)
+        .map_err(|e| Error::corrupt(what, format!("scrypt: {e}")))?;
+    Ok(out.into())
+}
+
+/// The clear part of a key file: magic, type, version, header length and
+/// header (the associated data of a passphrase key's seal).
+fn clear_part(header: &KeyHeader) -> Result<Vec<u8>> {
+    let h = object::encode(header)?;
+    let mut out = object::header(ObjectType::Key).to_vec();
+    out.extend_from_slice(&(h.len() as u32).to_le_bytes());
+    out.extend_from_slice(&h);
+    Ok(out)
+}
+
 /// Wraps `master` into a new key file's bytes.
 pub fn make_key_file(master: &MasterKey, new: &NewKey) -> Result<Vec<u8>> {
-    let (header, ct) = match new {
+    use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+    match new {
         NewKey::Passphrase { pass, work_factor } => {
             if !(MIN_WORK_FACTOR..=MAX_WORK_FACTOR).contains(work_factor) {
                 return Err(Error::Usage(format!(
                     "scrypt work factor {work_factor} outside {MIN_WORK_FACTOR}..={MAX_WORK_FACTOR}"
                 )));
             }
-            let mut r = age::scrypt::Recipient::new(pass.clone());
-            r.set_work_factor(*work_factor);
-            let ct = age::encrypt(&r, master.as_bytes())
-                .map_err(|e| Error::Usage(format!("cannot wrap the master key: {e}")))?;
-            (
-                KeyHeader {
-                    kind: KeyKind::Passphrase,
-                    work_factor: *work_factor,
-                    created: now_secs(),
-                    hostname: hostname(),
-                    username: username(),
-                    recipient: String::new(),
-                },
-                ct,
-            )
+            let header = KeyHeader {
+                kind: KeyKind::Passphrase,
+                work_factor: *work_factor,
+                scrypt_r: SCRYPT_R,
+                scrypt_p: SCRYPT_P,
+                created: now_secs(),
+                hostname: hostname(),
+                username: username(),
+                recipient: String::new(),
+            };
+            let mut out = clear_part(&header)?;
+            let mut salt = [0u8; SALT_LEN];
+            let mut nonce = [0u8; NONCE_LEN];
+            crate::crypto::fill_random(&mut salt)?;
+            crate::crypto::fill_random(&mut nonce)?;
+            let key = passphrase_key("new key", pass, &salt, &header)?;
+            let sealed = chacha20poly1305::XChaCha20Poly1305::new(&key)
+                .encrypt(
+                    (&nonce).into(),
+                    Payload {
+                        msg: master.as_bytes(),
+                        aad: &out,
+                    },
+                )
+                .map_err(|_| Error::Usage("cannot wrap the master key".into()))?;
+            out.extend_from_slice(&salt);
+            out.extend_from_slice(&nonce);
+            out.extend_from_slice(&sealed);
+            Ok(out)
         }
         NewKey::Recipient(r) => {
             let ct = age::encrypt(r, master.as_bytes())
                 .map_err(|e| Error::Usage(format!("cannot wrap the master key: {e}")))?;
-            (
-                KeyHeader {
-                    kind: KeyKind::X25519,
-                    work_factor: 0,
-                    created: now_secs(),
-                    hostname: hostname(),
-                    username: username(),
-                    recipient: r.to_string(),
-                },
-                ct,
-            )
+            let header = KeyHeader {
+                kind: KeyKind::X25519,
+                work_factor: 0,
+                scrypt_r: 0,
+                scrypt_p: 0,
+                created: now_secs(),
+                hostname: hostname(),
+                username: username(),
+                recipient: r.to_string(),
+            };
+            let mut out = clear_part(&header)?;
+            out.extend_from_slice(&ct);
+            Ok(out)
         }
-    };
-    let h = object::encode(&header)?;
-    let mut out = object::header(ObjectType::Key).to_vec();
-    out.extend_from_slice(&(h.len() as u32).to_le_bytes());
-    out.extend_from_slice(&h);
-    out.extend_from_slice(&ct);
-    Ok(out)
+    }
 }
 
-/// Splits a key file into its header and age ciphertext, bounding sizes.
+/// Splits a key file into its header, its clear part (magic through
+/// header) and its body, bounding sizes and scrypt costs.
 pub fn parse_key_file<'a>(what: &str, bytes: &'a [u8]) -> Result<(KeyHeader, &'a [u8])> {
+    parse_parts(what, bytes).map(|(h, _, body)| (h, body))
+}
+
+fn parse_parts<'a>(what: &str, bytes: &'a [u8]) -> Result<(KeyHeader, &'a [u8], &'a [u8])> {
     if bytes.len() > MAX_KEY_FILE {
         return Err(Error::corrupt(what, "key file larger than 1 MiB"));
     }
@@ -183,39 +248,67 @@ pub fn parse_key_file<'a>(what: &str, bytes: &'a [u8]) -> Result<(KeyHeader, &'a
         ));
     }
     let header: KeyHeader = object::decode(what, &rest[4..4 + hl])?;
-    if header.work_factor > MAX_WORK_FACTOR {
-        return Err(Error::corrupt(
-            what,
-            format!(
-                "scrypt work factor {} above the limit {MAX_WORK_FACTOR}",
-                header.work_factor
-            ),
-        ));
+    let clear = &bytes[..HEADER_LEN + 4 + hl];
+    let body = &rest[4 + hl..];
+    if header.kind == KeyKind::Passphrase {
+        let (n, r, p) = (header.work_factor, header.scrypt_r, header.scrypt_p);
+        let memory = 128u64 << n.min(63) as u64;
+        if n == 0
+            || n > 40
+            || r == 0
+            || p == 0
+            || memory.saturating_mul(r as u64) > MAX_SCRYPT_MEMORY
+            || (1u64 << n).saturating_mul(r as u64 * p as u64) > MAX_SCRYPT_WORK
+        {
+            return Err(Error::corrupt(
+                what,
+                format!("scrypt parameters N = 2^{n}, r = {r}, p = {p} are outside the limits"),
+            ));
+        }
+        if body.len() != PASS_BODY_LEN {
+            return Err(Error::corrupt(
+                what,
+                format!(
+                    "passphrase key body of {} bytes, not {PASS_BODY_LEN}",
+                    body.len()
+                ),
+            ));
+        }
     }
-    Ok((header, &rest[4 + hl..]))
+    Ok((header, clear, body))
 }
 
 /// Tries to unwrap the master key from one key file with `cred`.
 /// `Ok(None)` means this credential does not open this key.
 pub fn try_open(what: &str, bytes: &[u8], cred: &Credential) -> Result<Option<MasterKey>> {
-    let (header, ct) = parse_key_file(what, bytes)?;
+    use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+    let (header, clear, body) = parse_parts(what, bytes)?;
     let plain = match (cred, header.kind) {
         (Credential::Passphrase(p), KeyKind::Passphrase) => {
-            let mut id = age::scrypt::Identity::new(p.clone());
-            id.set_max_work_factor(header.work_factor.max(MIN_WORK_FACTOR));
-            age::decrypt(&id, ct)
+            let (salt, rest) = body.split_at(SALT_LEN);
+            let (nonce, sealed) = rest.split_at(NONCE_LEN);
+            let key = passphrase_key(what, p, salt, &header)?;
+            chacha20poly1305::XChaCha20Poly1305::new(&key)
+                .decrypt(
+                    nonce.into(),
+                    Payload {
+                        msg: sealed,
+                        aad: clear,
+                    },
+                )
+                .ok()
         }
-        (Credential::Identity(i), KeyKind::X25519) => age::decrypt(i.as_ref(), ct),
+        (Credential::Identity(i), KeyKind::X25519) => age::decrypt(i.as_ref(), body).ok(),
         _ => return Ok(None),
     };
     match plain {
-        Ok(p) if p.len() == 32 => {
+        Some(p) if p.len() == 32 => {
             let mut k = [0u8; 32];
             k.copy_from_slice(&p);
             Ok(Some(MasterKey::from_bytes(k)))
         }
-        Ok(_) => Err(Error::corrupt(what, "wrapped master key is not 32 bytes")),
-        Err(_) => Ok(None),
+        Some(_) => Err(Error::corrupt(what, "wrapped master key is not 32 bytes")),
+        None => Ok(None),
     }
 }
 

@@ -11,8 +11,9 @@ use std::sync::Arc;
 /// The passphrase used by tests.
 pub const PASS: &str = "correct horse battery staple";
 
-/// A low scrypt work factor so tests stay fast.
-pub const TEST_WF: u8 = 10;
+/// The lowest scrypt work factor larder accepts (N = 2^10; with r = 8 and
+/// p = 4, 1 MiB), so tests stay fast.
+pub const TEST_WF: u8 = larder::keys::MIN_WORK_FACTOR;
 
 /// A temporary repository and cache directory.
 pub struct TestRepo {

@@ -11,7 +11,8 @@
 //!   single bit flipped, and with random overwrites, insertions and
 //!   deletions: authenticated objects must reject every one of them;
 //! - the specific bounds: huge pack header length, 2^32-1 pack entries,
-//!   declared object size above `MAX_OBJECT_PLAIN`, a decompression bomb.
+//!   declared object size above `MAX_OBJECT_PLAIN`, a decompression bomb,
+//!   scrypt parameters and passphrase-key bodies out of bounds.
 //!
 //! A tracking global allocator (below) measures the peak bytes a parser
 //! holds on this thread, so "without allocating" is asserted, not assumed.
@@ -22,7 +23,7 @@ use larder::chunker::ChunkerParams;
 use larder::crypto::{Keys, MasterKey, SEAL_OVERHEAD};
 use larder::id::Id;
 use larder::index::{IndexPack, IndexSegment};
-use larder::keys::{self, Credential, KeyHeader, KeyKind, MAX_WORK_FACTOR, NewKey};
+use larder::keys::{self, Credential, KeyHeader, KeyKind, NewKey};
 use larder::lock::LockInfo;
 use larder::object::{self, FORMAT_VERSION, HEADER_LEN, MAX_OBJECT_PLAIN, ObjectType};
 use larder::pack::{
@@ -144,6 +145,14 @@ fn run<T>(
     limit: usize,
     f: impl FnOnce() -> larder::Result<T>,
 ) -> Result<larder::Result<T>, String> {
+    run_measured(limit, f).map(|(r, _)| r)
+}
+
+/// [`run`], also returning what the call allocated.
+fn run_measured<T>(
+    limit: usize,
+    f: impl FnOnce() -> larder::Result<T>,
+) -> Result<(larder::Result<T>, alloc_track::Usage), String> {
     let (r, usage) = measure(|| catch_unwind(AssertUnwindSafe(f)));
     let r = r.map_err(|p| {
         let msg = p
@@ -159,7 +168,7 @@ fn run<T>(
             usage.peak, usage.largest
         ));
     }
-    Ok(r)
+    Ok((r, usage))
 }
 
 /// An error must name the object it is about.
@@ -629,9 +638,84 @@ fn trailer(hlen: u32, version: u8, reserved: u8) -> [u8; TRAILER_LEN] {
 
 const KEY_WHAT: &str = "keys/test-key";
 
+// What a key-file reader accepts (SPEC.md section 7), written out: a
+// passphrase key's body is exactly 104 bytes, and its scrypt parameters have
+// 1 <= log2 N <= 40, r >= 1, p >= 1, memory 128 * r * N <= 256 MiB and work
+// N * r * p <= 2^26.
+const SPEC_PASS_BODY_LEN: usize = 104;
+const SPEC_MAX_SCRYPT_MEMORY: u64 = 256 << 20;
+const SPEC_MAX_SCRYPT_WORK: u64 = 1 << 26;
+
+/// Whether a reader may accept these scrypt parameters.
+fn scrypt_in_bounds(n: u8, r: u8, p: u8) -> bool {
+    (1..=40).contains(&n)
+        && r >= 1
+        && p >= 1
+        && 128 * r as u64 * (1u64 << n) <= SPEC_MAX_SCRYPT_MEMORY
+        && (1u64 << n) * r as u64 * p as u64 <= SPEC_MAX_SCRYPT_WORK
+}
+
+/// What the `scrypt` crate allocates for these parameters (its `V` table of
+/// 128 * r * N bytes, `B` of 128 * r * p and one 128 * r block), plus a
+/// little for the rest of `try_open`.
+fn scrypt_heap(n: u8, r: u8, p: u8) -> usize {
+    128 * r as usize * ((1usize << n) + p as usize + 1) + (64 << 10)
+}
+
+/// N * r * p of a header, for deciding whether a test can afford to run it.
+fn scrypt_work(h: &KeyHeader) -> u64 {
+    (1u64 << h.work_factor.min(63)) * h.scrypt_r as u64 * h.scrypt_p as u64
+}
+
+/// Tests run scrypt only on accepted headers at most this costly (N * r * p;
+/// the default key is 2^20, the test key 2^15); beyond it they assert what
+/// bounds any accepted header's cost, the parameters' bounds.
+const AFFORDABLE_WORK: u64 = 1 << 19;
+
+/// The memory `try_open` may hold for a key file of `len` bytes whose
+/// header is `h` (when the header parsed).
+fn key_open_bound(len: usize, h: Option<&KeyHeader>) -> usize {
+    small_bound(len)
+        + match h {
+            Some(h) if h.kind == KeyKind::Passphrase => {
+                scrypt_heap(h.work_factor, h.scrypt_r, h.scrypt_p)
+            }
+            _ => 0,
+        }
+}
+
+/// Checks what `parse_key_file` accepted: scrypt parameters within the
+/// bounds and a 104-byte body for a passphrase key; X25519 keys are not
+/// bounded here (age is).
+fn check_accepted_key(h: &KeyHeader, body: &[u8], len: usize) -> Check {
+    if body.len() >= len {
+        return Err(format!("body of {} bytes in a file of {len}", body.len()));
+    }
+    if h.kind != KeyKind::Passphrase {
+        return Ok(());
+    }
+    let (n, r, p) = (h.work_factor, h.scrypt_r, h.scrypt_p);
+    if !scrypt_in_bounds(n, r, p) {
+        return Err(format!("accepted N = 2^{n}, r = {r}, p = {p}"));
+    }
+    if 128 * r as u64 * (1u64 << n) > SPEC_MAX_SCRYPT_MEMORY {
+        return Err(format!(
+            "accepted a {} byte scrypt table",
+            128 * r as u64 * (1u64 << n)
+        ));
+    }
+    if body.len() != SPEC_PASS_BODY_LEN {
+        return Err(format!(
+            "accepted a passphrase body of {} bytes",
+            body.len()
+        ));
+    }
+    Ok(())
+}
+
 struct TestKey {
     bytes: Vec<u8>,
-    /// End of the clear (unauthenticated) header: `6 + 4 + header_len`.
+    /// End of the clear part (the associated data): `6 + 4 + header_len`.
     clear_end: usize,
 }
 
@@ -640,7 +724,7 @@ static KEY_FILE: LazyLock<TestKey> = LazyLock::new(|| {
         &MasterKey::from_bytes(MASTER),
         &NewKey::Passphrase {
             pass: PASS.to_string().into(),
-            work_factor: 10,
+            work_factor: keys::MIN_WORK_FACTOR,
         },
     )
     .unwrap();
@@ -664,34 +748,59 @@ fn key_region(i: usize) -> String {
         5 => "version".into(),
         6..10 => "header length".into(),
         _ if i < clear_end => "clear header".into(),
-        _ => "age ciphertext".into(),
+        _ if i < clear_end + 32 => "salt".into(),
+        _ if i < clear_end + 56 => "nonce".into(),
+        _ => "sealed master key".into(),
     }
 }
 
+/// A key file: a valid clear part around `header`, then `body`.
+fn key_file_with(header: &KeyHeader, body: &[u8]) -> Vec<u8> {
+    let h = object::encode(header).unwrap();
+    let mut v = object::header(ObjectType::Key).to_vec();
+    v.extend_from_slice(&(h.len() as u32).to_le_bytes());
+    v.extend_from_slice(&h);
+    v.extend_from_slice(body);
+    v
+}
+
+/// The test key's header and body.
+fn test_key_parts() -> (KeyHeader, Vec<u8>) {
+    let (h, body) = keys::parse_key_file(KEY_WHAT, &KEY_FILE.bytes).unwrap();
+    (h, body.to_vec())
+}
+
 /// Checks one modified key file. `changed` is the first and last changed
-/// byte (`None` for a truncation). With the right passphrase a modified key
-/// file may only open if every change is inside the clear header's contents
-/// (which age does not authenticate, by design), and then only to the same
-/// master key.
+/// byte (`None` for a truncation). Every byte is authenticated (the clear
+/// part as associated data), so with the right passphrase a modified key
+/// file never opens; what parses must be within the bounds, and opening it
+/// holds no more than scrypt needs for the declared parameters.
 fn check_key_variant(bytes: &[u8], changed: Option<(usize, usize)>) -> Check {
     let parsed = run(small_bound(bytes.len()), || {
         keys::parse_key_file(KEY_WHAT, bytes)
     })?;
     ok_or_named(KEY_WHAT, &parsed)?;
-    if let Ok((h, _)) = &parsed
-        && h.work_factor > MAX_WORK_FACTOR
-    {
-        return Err(format!("accepted work factor {}", h.work_factor));
-    }
-    let r = run(small_bound(bytes.len()), || {
+    let header = match &parsed {
+        Ok((h, body)) => {
+            check_accepted_key(h, body, bytes.len())?;
+            if h.kind == KeyKind::Passphrase && scrypt_work(h) > AFFORDABLE_WORK {
+                return Ok(());
+            }
+            Some(h.clone())
+        }
+        Err(_) => None,
+    };
+    let (r, usage) = run_measured(key_open_bound(bytes.len(), header.as_ref()), || {
         keys::try_open(KEY_WHAT, bytes, &PASS_CRED)
     })?;
+    if usage.largest as u64 > SPEC_MAX_SCRYPT_MEMORY {
+        return Err(format!("allocated {} bytes at once", usage.largest));
+    }
     match r {
         Err(e) => names(KEY_WHAT, &e),
         Ok(None) => Ok(()),
         Ok(Some(m)) if m.as_bytes() != &MASTER => Err("opened to a different master key".into()),
         Ok(Some(_)) => match changed {
-            Some((a, b)) if HEADER_LEN + 4 <= a && b < KEY_FILE.clear_end => Ok(()),
             Some((a, b)) => Err(format!(
                 "opened although bytes {a}..={b} ({} .. {}) changed",
                 key_region(a),
@@ -1018,18 +1127,24 @@ proptest! {
 
     /// parse_key_file and try_open (passphrase and X25519) on arbitrary key
     /// files, raw and behind a valid clear header with an arbitrary
-    /// `KeyHeader` and an arbitrary (possibly age-looking) ciphertext.
+    /// `KeyHeader` (any byte for log2 N, r and p) and an arbitrary body
+    /// (often exactly a passphrase body's 104 bytes, or age-looking).
+    /// Accepted parameters must be within the reader's bounds, so scrypt
+    /// never gets a table over 256 MiB; opening runs scrypt (on the
+    /// affordable ones) within that memory and never opens random bytes.
     #[test]
     fn arbitrary_key_files(
         raw in vec(any::<u8>(), 0..300),
         shape in 0u8..3,
         x25519 in any::<bool>(),
-        work_factor in any::<u8>(),
+        work_factor in prop_oneof![any::<u8>(), 1u8..=20],
+        scrypt_r in prop_oneof![any::<u8>(), 1u8..=16],
+        scrypt_p in prop_oneof![any::<u8>(), 1u8..=8],
         created in any::<i64>(),
         hostname in "[a-z.]{0,12}",
         recipient in "[a-z0-9]{0,8}",
         hl_delta in prop_oneof![4 => Just(0i64), 1 => -3i64..4, 1 => Just(i64::from(u32::MAX))],
-        age_like in any::<bool>(),
+        body_shape in prop_oneof![3 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
     ) {
         let bytes = match shape {
             0 => raw,
@@ -1042,6 +1157,8 @@ proptest! {
                 let h = KeyHeader {
                     kind: if x25519 { KeyKind::X25519 } else { KeyKind::Passphrase },
                     work_factor,
+                    scrypt_r,
+                    scrypt_p,
                     created,
                     hostname,
                     username: "u".into(),
@@ -1052,22 +1169,34 @@ proptest! {
                 let mut v = object::header(ObjectType::Key).to_vec();
                 v.extend_from_slice(&hl.to_le_bytes());
                 v.extend_from_slice(&h);
-                if age_like {
-                    v.extend_from_slice(b"age-encryption.org/v1\n-> scrypt ");
+                match body_shape {
+                    0 => v.extend((0..SPEC_PASS_BODY_LEN).map(|i| raw.get(i).copied().unwrap_or(i as u8))),
+                    1 => {
+                        v.extend_from_slice(b"age-encryption.org/v1\n-> X25519 ");
+                        v.extend_from_slice(&raw);
+                    }
+                    _ => v.extend_from_slice(&raw),
                 }
-                v.extend_from_slice(&raw);
                 v
             }
         };
         let small = small_bound(bytes.len());
         let r = pt_val(tolerant(KEY_WHAT, small, || keys::parse_key_file(KEY_WHAT, &bytes)))?;
-        if let Some((h, ct)) = r {
-            prop_assert!(h.work_factor <= MAX_WORK_FACTOR);
-            prop_assert!(ct.len() < bytes.len());
+        let mut header = None;
+        if let Some((h, body)) = r {
+            pt(check_accepted_key(&h, body, bytes.len()))?;
+            header = Some(h);
         }
+        let affordable = header.as_ref().is_none_or(|h| h.kind != KeyKind::Passphrase || scrypt_work(h) <= AFFORDABLE_WORK);
         for c in [&*PASS_CRED, &*X25519_CRED] {
-            let r = pt_val(tolerant(KEY_WHAT, small, || keys::try_open(KEY_WHAT, &bytes, c)))?;
-            prop_assert!(r.flatten().is_none(), "random bytes opened as a key file");
+            if matches!(c, Credential::Passphrase(_)) && !affordable {
+                continue;
+            }
+            let limit = key_open_bound(bytes.len(), header.as_ref());
+            let (r, usage) = pt_val(run_measured(limit, || keys::try_open(KEY_WHAT, &bytes, c)))?;
+            pt(ok_or_named(KEY_WHAT, &r))?;
+            prop_assert!(usage.largest as u64 <= SPEC_MAX_SCRYPT_MEMORY, "allocated {} bytes at once", usage.largest);
+            prop_assert!(r.ok().flatten().is_none(), "random bytes opened as a key file");
         }
     }
 
@@ -1161,9 +1290,11 @@ fn pack_rejects_every_truncation_and_bit_flip() {
 fn key_file_rejects_truncations_and_bit_flips() {
     let kf = &KEY_FILE.bytes;
     let mut v = Vec::new();
-    // Every truncation; every bit flip in the clear part (cheap to reject or
-    // harmless); a sample of bit flips in the age part (each costs an scrypt
-    // run, the proptest below covers the rest at random).
+    // Every truncation (rejected by the body length); every bit flip in the
+    // clear part (rejected by the bounds, or by authentication after an
+    // scrypt run with the flipped parameters); a sample of bit flips in the
+    // body (each costs an scrypt run, the proptest below covers the rest at
+    // random).
     for n in 0..kf.len() {
         if let Err(e) = check_key_variant(&kf[..n], None) {
             v.push(format!("truncated to {n} bytes: {e}"));
@@ -1230,11 +1361,12 @@ proptest! {
 }
 
 proptest! {
-    // Each case may cost an scrypt run (work factor 10).
+    // Each case may cost an scrypt run (N = 2^10, r = 8, p = 4 unless the
+    // modification changed them).
     #![proptest_config(cfg(64))]
 
-    /// A randomly modified key file never opens to a master key, except for
-    /// changes confined to its unauthenticated clear header.
+    /// A randomly modified key file never opens to a master key: the clear
+    /// part is the seal's associated data.
     #[test]
     fn key_file_rejects_random_modifications(m in mutation()) {
         let (bytes, changed) = m.apply(&KEY_FILE.bytes);
@@ -1246,6 +1378,193 @@ proptest! {
 
 // ---------------------------------------------------------------------------
 // (c) Specific bounds
+
+/// A passphrase key whose scrypt parameters are out of the reader's bounds,
+/// or whose body is not exactly 104 bytes, is refused as corrupt, naming the
+/// key file, before scrypt runs: the memory bound of each call (4 MiB and a
+/// little) has no room for the 32 MiB table that N = 2^15, r = 8 would need.
+#[test]
+fn key_files_out_of_bounds_are_refused_before_scrypt() {
+    let (h, body) = test_key_parts();
+    let with = |n: u8, r: u8, p: u8| KeyHeader {
+        work_factor: n,
+        scrypt_r: r,
+        scrypt_p: p,
+        ..h.clone()
+    };
+    let default = with(15, 8, 4);
+    let longer = [&body[..], &[0u8]].concat();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("work factor 0", key_file_with(&with(0, 8, 4), &body)),
+        ("work factor 41", key_file_with(&with(41, 8, 4), &body)),
+        ("work factor 255", key_file_with(&with(255, 8, 4), &body)),
+        ("r = 0", key_file_with(&with(15, 0, 4), &body)),
+        ("p = 0", key_file_with(&with(15, 8, 0), &body)),
+        (
+            "memory 512 MiB (N = 2^18, r = 16)",
+            key_file_with(&with(18, 16, 1), &body),
+        ),
+        (
+            "memory 512 MiB (N = 2^21, r = 2)",
+            key_file_with(&with(21, 2, 1), &body),
+        ),
+        (
+            "work 2^27 (N = 2^16, r = 8, p = 255)",
+            key_file_with(&with(16, 8, 255), &body),
+        ),
+        (
+            "work 2^26 + 2^21 (N = 2^18, r = 8, p = 33)",
+            key_file_with(&with(18, 8, 33), &body),
+        ),
+        ("body of 103 bytes", key_file_with(&default, &body[..103])),
+        ("body of 105 bytes", key_file_with(&default, &longer)),
+        ("empty body", key_file_with(&default, &[])),
+        (
+            "an age file as body",
+            key_file_with(&default, b"age-encryption.org/v1\n-> scrypt "),
+        ),
+    ];
+    let mut v = Vec::new();
+    for (label, bytes) in &cases {
+        let limit = small_bound(bytes.len());
+        let parsed = run(limit, || keys::parse_key_file(KEY_WHAT, bytes));
+        let opened = run(limit, || keys::try_open(KEY_WHAT, bytes, &PASS_CRED));
+        for (what, r) in [
+            ("parse_key_file", parsed.map(|r| r.map(drop))),
+            ("try_open", opened.map(|r| r.map(drop))),
+        ] {
+            match r {
+                Err(e) => v.push(format!("{label}: {what}: {e}")),
+                Ok(Err(e @ Error::Corrupt { .. })) => {
+                    if let Err(e) = names(KEY_WHAT, &e) {
+                        v.push(format!("{label}: {what}: {e}"));
+                    }
+                }
+                Ok(other) => v.push(format!("{label}: {what}: not Corrupt: {other:?}")),
+            }
+        }
+    }
+    // Within the bounds but not valid scrypt (RFC 7914 needs N < 2^(16 r)):
+    // parsed, then refused as corrupt before scrypt runs.
+    let bytes = key_file_with(&with(16, 1, 1), &body);
+    keys::parse_key_file(KEY_WHAT, &bytes).unwrap();
+    match run(small_bound(bytes.len()), || {
+        keys::try_open(KEY_WHAT, &bytes, &PASS_CRED).map(|m| m.is_some())
+    }) {
+        Ok(Err(e @ Error::Corrupt { .. })) => names(KEY_WHAT, &e).unwrap(),
+        other => v.push(format!("N = 2^16, r = 1: {other:?}")),
+    }
+    assert_none("out-of-bounds key files", &v);
+}
+
+/// The largest parameters a reader accepts, at each bound: parsed (scrypt
+/// is not run on them here, it would take tens of seconds).
+#[test]
+fn key_file_bounds_are_inclusive() {
+    let (h, body) = test_key_parts();
+    for (n, r, p) in [
+        (18, 8, 32),  // memory 256 MiB and work 2^26, both exactly
+        (21, 1, 32),  // memory 256 MiB, work 2^26
+        (15, 8, 255), // work 2^18 * 255, just under 2^26
+        (1, 255, 255),
+    ] {
+        assert!(scrypt_in_bounds(n, r, p));
+        let kh = KeyHeader {
+            work_factor: n,
+            scrypt_r: r,
+            scrypt_p: p,
+            ..h.clone()
+        };
+        let bytes = key_file_with(&kh, &body);
+        let (got, _) = keys::parse_key_file(KEY_WHAT, &bytes)
+            .unwrap_or_else(|e| panic!("N = 2^{n}, r = {r}, p = {p}: {e}"));
+        assert_eq!(got, kh);
+    }
+}
+
+/// The largest table a reader lets scrypt allocate is 256 MiB (N = 2^18,
+/// r = 8, p = 1; about two seconds in a release build), and opening holds
+/// no more than that and a little.
+#[test]
+fn largest_accepted_scrypt_table_is_256_mib() {
+    let (h, body) = test_key_parts();
+    let kh = KeyHeader {
+        work_factor: 18,
+        scrypt_r: 8,
+        scrypt_p: 1,
+        ..h
+    };
+    let bytes = key_file_with(&kh, &body);
+    let limit = SPEC_MAX_SCRYPT_MEMORY as usize + small_bound(bytes.len());
+    let (r, usage) = run_measured(limit, || keys::try_open(KEY_WHAT, &bytes, &PASS_CRED)).unwrap();
+    // The parameters changed, so the seal does not authenticate.
+    assert!(r.unwrap().is_none());
+    assert_eq!(usage.largest as u64, SPEC_MAX_SCRYPT_MEMORY, "{usage:?}");
+}
+
+/// The clear header of a passphrase key is the seal's associated data: a
+/// key file whose header says anything else (another host, user, time or
+/// recipient, other scrypt parameters) does not open with the right
+/// passphrase, nor does one with any byte of the clear part changed.
+#[test]
+fn passphrase_key_header_is_authenticated() {
+    let (h, body) = test_key_parts();
+    assert_eq!(key_file_with(&h, &body), KEY_FILE.bytes);
+    let variants = [
+        KeyHeader {
+            hostname: format!("{}x", h.hostname),
+            ..h.clone()
+        },
+        KeyHeader {
+            hostname: "attacker".into(),
+            ..h.clone()
+        },
+        KeyHeader {
+            username: format!("{}x", h.username),
+            ..h.clone()
+        },
+        KeyHeader {
+            created: h.created + 1,
+            ..h.clone()
+        },
+        KeyHeader {
+            recipient: "age1attacker".into(),
+            ..h.clone()
+        },
+        KeyHeader {
+            work_factor: h.work_factor + 1,
+            ..h.clone()
+        },
+        KeyHeader {
+            scrypt_r: h.scrypt_r + 1,
+            ..h.clone()
+        },
+        KeyHeader {
+            scrypt_p: h.scrypt_p + 1,
+            ..h.clone()
+        },
+    ];
+    for kh in &variants {
+        let bytes = key_file_with(kh, &body);
+        assert_eq!(keys::parse_key_file(KEY_WHAT, &bytes).unwrap().0, *kh);
+        assert!(
+            keys::try_open(KEY_WHAT, &bytes, &PASS_CRED)
+                .unwrap()
+                .is_none(),
+            "{kh:?} opened"
+        );
+    }
+    let mut v = Vec::new();
+    let mut b = KEY_FILE.bytes.clone();
+    for i in 0..KEY_FILE.clear_end {
+        b[i] ^= 0xff;
+        if let Err(e) = check_key_variant(&b, Some((i, i))) {
+            v.push(format!("byte {i} ({}) inverted: {e}", key_region(i)));
+        }
+        b[i] ^= 0xff;
+    }
+    assert_none("key file clear part", &v);
+}
 
 #[test]
 fn huge_pack_header_length_is_rejected_without_allocating() {

@@ -6,15 +6,16 @@
 //!
 //! 1. the library still reads those bytes to the recorded values, and
 //! 2. an independent reader written here from `repo-format/SPEC.md` alone
-//!    (BLAKE3, XChaCha20-Poly1305, zstd, age and a hand-written postcard
-//!    encoder, with the context strings and layouts spelled out literally)
-//!    agrees with both the bytes and the library, on read and on write.
+//!    (BLAKE3, XChaCha20-Poly1305, scrypt, zstd, age for X25519 keys and a
+//!    hand-written postcard encoder, with the context strings, layouts and
+//!    parameters spelled out literally) agrees with both the bytes and the
+//!    library, on read and on write.
 //!
 //! Any change to what larder writes (a derive_key context, a header layout, a
 //! field order, the encoding) makes these tests fail. That is the point: bump
 //! the format version, update the spec, and regenerate with
-//! `cargo test --test it vectors -- --ignored` (the generator is
-//! [`generate_vectors`]).
+//! `cargo test --release --test it vectors::generate_vectors -- --ignored`
+//! (the generator is [`generate_vectors`]).
 
 use larder::Error;
 use larder::backend::{Backend, Kind, LocalBackend};
@@ -58,9 +59,16 @@ const PARAMS: ChunkerParams = ChunkerParams {
 const SPEC_CTX_ENCRYPT: &str = "larder 2026-11 v1 object encryption key";
 const SPEC_CTX_BLOB_ID: &str = "larder 2026-11 v1 blob id key";
 const SPEC_CTX_GEAR: &str = "larder 2026-11 v1 fastcdc gear table";
-const SPEC_VERSION: u8 = 1;
+const SPEC_VERSION: u8 = 2;
 const SPEC_ENTRY_LEN: usize = 50;
 const SPEC_TRAILER_LEN: usize = 12;
+/// A passphrase key's body: `salt (32) | nonce (24) | sealed master key (48)`.
+const SPEC_SALT_LEN: usize = 32;
+const SPEC_NONCE_LEN: usize = 24;
+const SPEC_PASS_BODY_LEN: usize = 104;
+/// scrypt r and p of new passphrase keys.
+const SPEC_SCRYPT_R: u8 = 8;
+const SPEC_SCRYPT_P: u8 = 4;
 
 fn vectors_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -143,12 +151,30 @@ struct ConfigVector {
 struct KeyVector {
     id: String,
     kind: String,
+    /// scrypt log2(N); 0 for X25519 keys.
     work_factor: u8,
+    /// scrypt r; 0 for X25519 keys.
+    scrypt_r: u8,
+    /// scrypt p; 0 for X25519 keys.
+    scrypt_p: u8,
     created: i64,
     hostname: String,
     username: String,
     recipient: String,
+    /// The postcard `KeyHeader` (not the whole clear part).
     header_hex: String,
+    /// Everything before the body: the associated data of a passphrase
+    /// key's seal.
+    clear_hex: String,
+    body_len: usize,
+    /// Passphrase keys only: the body's salt and nonce, and
+    /// scrypt(passphrase, salt, N, r, p) (the XChaCha20-Poly1305 key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    salt_hex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nonce_hex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scrypt_key_hex: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -429,6 +455,8 @@ fn pc_key_header(h: &KeyHeader) -> Vec<u8> {
     let mut p = Pc::default();
     p.var(kind)
         .byte(h.work_factor)
+        .byte(h.scrypt_r)
+        .byte(h.scrypt_p)
         .zz(h.created)
         .bytes(h.hostname.as_bytes())
         .bytes(h.username.as_bytes())
@@ -667,11 +695,92 @@ fn spec_open_blob(k: &SpecKeys, pack: &[u8], e: &EntryVector) -> Vec<u8> {
     plain
 }
 
-/// Splits a key file: `(header bytes, age ciphertext)`.
-fn spec_split_key(bytes: &[u8]) -> (&[u8], &[u8]) {
-    assert_eq!(&bytes[..6], b"LRDRK\x01");
+/// The parts of a key file.
+struct SpecKeyFile<'a> {
+    /// Magic, type, version, header length and header: everything before
+    /// the body (a passphrase key's associated data).
+    clear: &'a [u8],
+    /// The postcard `KeyHeader`.
+    header: &'a [u8],
+    body: &'a [u8],
+}
+
+impl SpecKeyFile<'_> {
+    /// `KeyHeader.kind`: 0 Passphrase, 1 X25519 (a one-byte varint).
+    fn kind(&self) -> u8 {
+        self.header[0]
+    }
+    /// `(log2 N, r, p)`: the three raw bytes after the kind.
+    fn scrypt(&self) -> (u8, u8, u8) {
+        (self.header[1], self.header[2], self.header[3])
+    }
+}
+
+fn spec_split_key(bytes: &[u8]) -> SpecKeyFile<'_> {
+    assert_eq!(&bytes[..5], b"LRDRK");
+    assert_eq!(bytes[5], SPEC_VERSION, "version byte");
     let hl = u32::from_le_bytes(bytes[6..10].try_into().unwrap()) as usize;
-    (&bytes[10..10 + hl], &bytes[10 + hl..])
+    SpecKeyFile {
+        clear: &bytes[..10 + hl],
+        header: &bytes[10..10 + hl],
+        body: &bytes[10 + hl..],
+    }
+}
+
+/// The associated data of a passphrase key's seal, built from its parts:
+/// `"LRDR" | "K" | version | header_len (u32 LE) | header`.
+fn spec_key_ad(header: &[u8]) -> Vec<u8> {
+    let mut ad = b"LRDRK".to_vec();
+    ad.push(SPEC_VERSION);
+    ad.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    ad.extend_from_slice(header);
+    ad
+}
+
+/// The reader bounds on a passphrase key's scrypt parameters.
+fn spec_scrypt_bounds_ok(n: u8, r: u8, p: u8) -> bool {
+    (1..=40).contains(&n)
+        && r > 0
+        && p > 0
+        && 128u64 * r as u64 * (1u64 << n) <= 256 << 20
+        && (1u64 << n) * r as u64 * p as u64 <= 1 << 26
+}
+
+/// scrypt(passphrase, salt, N = 2^n, r, p) → 32 bytes.
+fn spec_scrypt(pass: &str, salt: &[u8], (n, r, p): (u8, u8, u8)) -> [u8; 32] {
+    let params = scrypt::Params::new(n, r as u32, p as u32, 32).unwrap();
+    let mut out = [0u8; 32];
+    scrypt::scrypt(pass.as_bytes(), salt, &params, &mut out).unwrap();
+    out
+}
+
+/// Opens a passphrase key file: the master key, or `None` if the seal does
+/// not authenticate (wrong passphrase, or a modified file).
+fn spec_open_passphrase_key(pass: &str, bytes: &[u8]) -> Option<[u8; 32]> {
+    use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+    use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+    let kf = spec_split_key(bytes);
+    assert_eq!(kf.kind(), 0, "a passphrase key");
+    let (n, r, p) = kf.scrypt();
+    assert!(
+        spec_scrypt_bounds_ok(n, r, p),
+        "N = 2^{n}, r = {r}, p = {p}"
+    );
+    assert_eq!(kf.body.len(), SPEC_PASS_BODY_LEN);
+    let salt = &kf.body[..SPEC_SALT_LEN];
+    let nonce = &kf.body[SPEC_SALT_LEN..SPEC_SALT_LEN + SPEC_NONCE_LEN];
+    let sealed = &kf.body[SPEC_SALT_LEN + SPEC_NONCE_LEN..];
+    let key = spec_scrypt(pass, salt, (n, r, p));
+    let plain = XChaCha20Poly1305::new(&key.into())
+        .decrypt(
+            XNonce::from_slice(nonce),
+            Payload {
+                msg: sealed,
+                aad: &spec_key_ad(kf.header),
+            },
+        )
+        .ok()?;
+    Some(plain.try_into().expect("a 32-byte master key"))
 }
 
 /// The chunk lengths of `data` with fastcdc v2020 `cut_gear`, as the spec
@@ -907,37 +1016,65 @@ fn key_files_decode() {
         let rel = format!("keys/{}", k.id);
         let bytes = read(&rel);
         // Library view.
-        let (h, _) = larder::keys::parse_key_file(&rel, &bytes).unwrap();
+        let (h, body) = larder::keys::parse_key_file(&rel, &bytes).unwrap();
         let kind = match h.kind {
             KeyKind::Passphrase => "passphrase",
             KeyKind::X25519 => "x25519",
         };
         assert_eq!(kind, k.kind);
-        assert_eq!(h.work_factor, k.work_factor);
+        assert_eq!(
+            (h.work_factor, h.scrypt_r, h.scrypt_p),
+            (k.work_factor, k.scrypt_r, k.scrypt_p)
+        );
         assert_eq!(h.created, k.created);
         assert_eq!(h.hostname, k.hostname);
         assert_eq!(h.username, k.username);
         assert_eq!(h.recipient, k.recipient);
         // Spec view: the header bytes are the hand-written postcard encoding.
-        let (hb, age_ct) = spec_split_key(&bytes);
-        assert_eq!(hex::encode(hb), k.header_hex);
-        assert_eq!(pc_key_header(&h), hb);
-        // The age ciphertext is a binary age file wrapping the master key.
-        assert!(age_ct.starts_with(b"age-encryption.org/v1\n"));
+        let kf = spec_split_key(&bytes);
+        assert_eq!(hex::encode(kf.header), k.header_hex);
+        assert_eq!(hex::encode(kf.clear), k.clear_hex);
+        assert_eq!(pc_key_header(&h), kf.header);
+        assert_eq!(spec_key_ad(&pc_key_header(&h)), kf.clear);
+        assert_eq!(kf.body, body);
+        assert_eq!(kf.body.len(), k.body_len);
         let plain = match h.kind {
             KeyKind::Passphrase => {
-                let stanza = "-> scrypt ";
-                let text = String::from_utf8_lossy(&age_ct[..age_ct.len().min(200)]).into_owned();
-                let line = text.lines().find(|l| l.starts_with(stanza)).unwrap();
-                assert_eq!(line.rsplit(' ').next().unwrap(), WORK_FACTOR.to_string());
-                let mut id = age::scrypt::Identity::new(v.passphrase.clone().into());
-                id.set_max_work_factor(WORK_FACTOR);
-                age::decrypt(&id, age_ct).unwrap()
+                assert_eq!(kf.kind(), 0);
+                assert_eq!(
+                    kf.scrypt(),
+                    (WORK_FACTOR, SPEC_SCRYPT_R, SPEC_SCRYPT_P),
+                    "N = 2^10 (the vector's), r = 8, p = 4"
+                );
+                assert_eq!(kf.body.len(), SPEC_PASS_BODY_LEN);
+                let salt = &kf.body[..SPEC_SALT_LEN];
+                let nonce = &kf.body[SPEC_SALT_LEN..SPEC_SALT_LEN + SPEC_NONCE_LEN];
+                assert_eq!(Some(hex::encode(salt)), k.salt_hex);
+                assert_eq!(Some(hex::encode(nonce)), k.nonce_hex);
+                assert_eq!(
+                    Some(hex::encode(spec_scrypt(&v.passphrase, salt, kf.scrypt()))),
+                    k.scrypt_key_hex
+                );
+                // A wrong passphrase does not authenticate, nor does the
+                // right one once any byte of the clear part has changed.
+                assert_eq!(spec_open_passphrase_key("wrong", &bytes), None);
+                let mut b = bytes.clone();
+                let last = kf.clear.len() - 1;
+                b[last] ^= 1;
+                assert_eq!(spec_open_passphrase_key(&v.passphrase, &b), None);
+                spec_open_passphrase_key(&v.passphrase, &bytes)
+                    .expect("the passphrase opens the key")
+                    .to_vec()
             }
             KeyKind::X25519 => {
+                assert_eq!(kf.kind(), 1);
+                assert_eq!(kf.scrypt(), (0, 0, 0));
+                assert_eq!((k.salt_hex.as_ref(), k.nonce_hex.as_ref()), (None, None));
                 assert_eq!(h.recipient, v.x25519_recipient);
+                // The body is a binary age file wrapping the master key.
+                assert!(kf.body.starts_with(b"age-encryption.org/v1\n"));
                 let id = age::x25519::Identity::from_str(&v.x25519_identity).unwrap();
-                age::decrypt(&id, age_ct).unwrap()
+                age::decrypt(&id, kf.body).unwrap()
             }
         };
         assert_eq!(hex::encode(plain), v.master_key);
@@ -1222,7 +1359,7 @@ fn library_writes_what_the_spec_reads() {
         assert_eq!(&spec_open_blob(&spec, p.bytes(), e), b);
     }
 
-    // Key files.
+    // Key files: a passphrase key and an X25519 key.
     let kf = larder::keys::make_key_file(
         &mk,
         &NewKey::Passphrase {
@@ -1231,12 +1368,34 @@ fn library_writes_what_the_spec_reads() {
         },
     )
     .unwrap();
-    let (hb, age_ct) = spec_split_key(&kf);
+    let parts = spec_split_key(&kf);
     let (h, _) = larder::keys::parse_key_file("k", &kf).unwrap();
-    assert_eq!(pc_key_header(&h), hb);
-    let mut id = age::scrypt::Identity::new(PASSPHRASE.to_string().into());
-    id.set_max_work_factor(WORK_FACTOR);
-    assert_eq!(age::decrypt(&id, age_ct).unwrap(), master);
+    assert_eq!(pc_key_header(&h), parts.header);
+    assert_eq!(parts.kind(), 0);
+    assert_eq!(parts.scrypt(), (WORK_FACTOR, SPEC_SCRYPT_R, SPEC_SCRYPT_P));
+    assert_eq!(parts.body.len(), SPEC_PASS_BODY_LEN);
+    assert_eq!(spec_open_passphrase_key(PASSPHRASE, &kf), Some(master));
+    assert_eq!(spec_open_passphrase_key("wrong", &kf), None);
+    // The default parameters too (N = 2^15: 32 MiB, a fraction of a second).
+    let kf = larder::keys::make_key_file(
+        &mk,
+        &NewKey::Passphrase {
+            pass: PASSPHRASE.to_string().into(),
+            work_factor: larder::keys::DEFAULT_WORK_FACTOR,
+        },
+    )
+    .unwrap();
+    assert_eq!(spec_split_key(&kf).scrypt(), (15, 8, 4));
+    assert_eq!(spec_open_passphrase_key(PASSPHRASE, &kf), Some(master));
+
+    let ident = age::x25519::Identity::generate();
+    let kf = larder::keys::make_key_file(&mk, &NewKey::Recipient(ident.to_public())).unwrap();
+    let parts = spec_split_key(&kf);
+    let (h, _) = larder::keys::parse_key_file("k", &kf).unwrap();
+    assert_eq!(pc_key_header(&h), parts.header);
+    assert_eq!((parts.kind(), parts.scrypt()), (1, (0, 0, 0)));
+    assert_eq!(h.recipient, ident.to_public().to_string());
+    assert_eq!(age::decrypt(&ident, parts.body).unwrap(), master);
 }
 
 #[test]
@@ -1253,15 +1412,13 @@ fn unknown_versions_are_refused() {
     match cp.open(&Credential::passphrase("wrong on purpose")) {
         Err(
             e @ Error::UnsupportedVersion {
-                found: 2,
-                supported: 1,
-                ..
+                found, supported, ..
             },
-        ) => {
+        ) if found == SPEC_VERSION as u32 + 1 && supported == SPEC_VERSION as u32 => {
             assert!(e.to_string().contains("upgrade larder"), "{e}");
         }
         Err(e) => panic!("expected UnsupportedVersion, got {e}"),
-        Ok(_) => panic!("a version-2 config was accepted"),
+        Ok(_) => panic!("a config of a newer version was accepted"),
     }
 
     // Every other sealed object, a key file and a pack trailer.
@@ -1282,7 +1439,7 @@ fn unknown_versions_are_refused() {
         b[5] = SPEC_VERSION + 1;
         let r = object::open::<serde::de::IgnoredAny>(&keys, ty, dir, &b);
         assert!(
-            matches!(r, Err(Error::UnsupportedVersion { found: 2, .. })),
+            matches!(r, Err(Error::UnsupportedVersion { found, .. }) if found == SPEC_VERSION as u32 + 1),
             "{dir}"
         );
     }
@@ -1290,14 +1447,14 @@ fn unknown_versions_are_refused() {
     k[5] = SPEC_VERSION + 1;
     assert!(matches!(
         larder::keys::parse_key_file("k", &k),
-        Err(Error::UnsupportedVersion { found: 2, .. })
+        Err(Error::UnsupportedVersion { found, .. }) if found == SPEC_VERSION as u32 + 1
     ));
     let mut p = read(&one("packs/"));
     let n = p.len();
     p[n - 2] = SPEC_VERSION + 1;
     assert!(matches!(
         pack::parse_trailer("p", n as u64, &p[n - 12..]),
-        Err(Error::UnsupportedVersion { found: 2, .. })
+        Err(Error::UnsupportedVersion { found, .. }) if found == SPEC_VERSION as u32 + 1
     ));
     // Tree blobs carry their own version byte.
     let mut t = docs_tree().encode().unwrap();
@@ -1379,6 +1536,13 @@ fn generate_vectors() {
         .map(|e| {
             let bytes = backend.read(Kind::Key, &e.name).unwrap();
             let (h, _) = larder::keys::parse_key_file(&e.name, &bytes).unwrap();
+            let kf = spec_split_key(&bytes);
+            let pass = (h.kind == KeyKind::Passphrase).then(|| {
+                let salt = &kf.body[..SPEC_SALT_LEN];
+                let nonce = &kf.body[SPEC_SALT_LEN..SPEC_SALT_LEN + SPEC_NONCE_LEN];
+                let key = spec_scrypt(PASSPHRASE, salt, kf.scrypt());
+                (hex::encode(salt), hex::encode(nonce), hex::encode(key))
+            });
             KeyVector {
                 id: e.name.clone(),
                 kind: match h.kind {
@@ -1386,11 +1550,18 @@ fn generate_vectors() {
                     KeyKind::X25519 => "x25519".into(),
                 },
                 work_factor: h.work_factor,
+                scrypt_r: h.scrypt_r,
+                scrypt_p: h.scrypt_p,
                 created: h.created,
                 hostname: h.hostname.clone(),
                 username: h.username.clone(),
                 recipient: h.recipient.clone(),
-                header_hex: hex::encode(spec_split_key(&bytes).0),
+                header_hex: hex::encode(kf.header),
+                clear_hex: hex::encode(kf.clear),
+                body_len: kf.body.len(),
+                salt_hex: pass.as_ref().map(|p| p.0.clone()),
+                nonce_hex: pass.as_ref().map(|p| p.1.clone()),
+                scrypt_key_hex: pass.map(|p| p.2),
             }
         })
         .collect();
@@ -1486,9 +1657,13 @@ fn generate_vectors() {
         .collect();
     let v = Vectors {
         comment: vec![
-            "larder repository format v1 test vectors; see ../SPEC.md.".into(),
-            "Written by `cargo test --test it vectors -- --ignored` (tests/it/vectors.rs, generate_vectors).".into(),
+            format!(
+                "larder repository format version {} test vectors; see ../SPEC.md.",
+                object::FORMAT_VERSION
+            ),
+            "Written by `cargo test --release --test it vectors::generate_vectors -- --ignored` (tests/it/vectors.rs).".into(),
             "Byte strings are lowercase hex; u64 gear entries and masks are 16-digit hex numbers.".into(),
+            "keys: header_hex is the postcard KeyHeader, clear_hex everything before the body (a passphrase key's associated data); for the passphrase key, scrypt_key_hex is scrypt(passphrase, salt, 2^work_factor, scrypt_r, scrypt_p, 32 bytes), the XChaCha20-Poly1305 key that seals the master key under nonce_hex.".into(),
             "body_hex is the postcard body of a sealed object after unsealing and decompression.".into(),
             "The snapshot, trees and lock hold fixed made-up values (time 2026-01-01T00:00:00Z).".into(),
         ],
