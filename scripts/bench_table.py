@@ -187,7 +187,9 @@ def render(d):
       "(cold backup into a fresh repository, unchanged second backup, `snapshots`, the file edits "
       "and a third backup, diff of snapshots 2 and 3, restore of snapshot 1 onto tmpfs and onto disk, "
       "then the random file in another fresh repository), tools in rotating order, after a warm-up "
-      "that reads the tree into the page cache and runs each tool once. Wall time from the shell "
+      "that reads the tree into the page cache and runs each tool once; the tree is read into the page "
+      "cache again before every cold backup (this machine's DAMON reclaim drops page cache left idle "
+      "for a few minutes). Wall time from the shell "
       "around the command, peak RSS from GNU time (`%M`). Figures are medians with the 5th–95th "
       "percentiles in brackets (linear interpolation over the runs). \"Work\" speed-ups subtract each "
       "tool's own median `snapshots` time (its open cost, KDF included) from both times.")

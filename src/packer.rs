@@ -59,13 +59,18 @@ pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Resul
 const PACKS_PER_SEGMENT: usize = 8;
 
 /// Finished packs that may wait for their fsync while the next one fills.
-const UPLOAD_QUEUE: usize = 4;
+const UPLOAD_QUEUE: usize = 6;
 
-/// The upload thread: writes packs and reports each one when it is durable.
+/// Packs made durable at the same time: a pack's fsync can wait on a busy
+/// disk for a long time, and several in flight share the filesystem's
+/// journal commits instead of queueing behind each other.
+const UPLOAD_THREADS: usize = 3;
+
+/// The upload threads: make packs durable and report each one when it is.
 struct Uploader {
     tx: Option<Sender<FinishedPack>>,
     done: Receiver<Result<IndexPack>>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
     in_flight: usize,
 }
 
@@ -75,25 +80,32 @@ impl Uploader {
         // to be fsynced and named. A few may queue while the disk catches
         // up (each costs a file descriptor, not memory).
         let (tx, rx) = bounded::<FinishedPack>(UPLOAD_QUEUE);
-        let (done_tx, done) = bounded::<Result<IndexPack>>(4);
-        let thread = std::thread::spawn(move || {
-            for p in rx {
-                let r = backend
-                    .commit(Kind::Pack, &p.id.to_hex(), p.out)
-                    .map(|()| IndexPack {
-                        id: p.id,
-                        size: p.size,
-                        blobs: p.entries,
-                    });
-                if done_tx.send(r).is_err() {
-                    return;
-                }
-            }
-        });
+        // At most UPLOAD_QUEUE + UPLOAD_THREADS results are ever pending.
+        let (done_tx, done) = crossbeam_channel::unbounded::<Result<IndexPack>>();
+        let threads = (0..UPLOAD_THREADS)
+            .map(|_| {
+                let (rx, done_tx, backend) = (rx.clone(), done_tx.clone(), backend.clone());
+                std::thread::spawn(move || {
+                    for p in rx {
+                        let r =
+                            backend
+                                .commit(Kind::Pack, &p.id.to_hex(), p.out)
+                                .map(|()| IndexPack {
+                                    id: p.id,
+                                    size: p.size,
+                                    blobs: p.entries,
+                                });
+                        if done_tx.send(r).is_err() {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
         Uploader {
             tx: Some(tx),
             done,
-            thread: Some(thread),
+            threads,
             in_flight: 0,
         }
     }
@@ -102,9 +114,7 @@ impl Uploader {
 impl Drop for Uploader {
     fn drop(&mut self) {
         drop(self.tx.take());
-        // Unblock the thread if it waits to report, then wait for it.
-        while self.done.try_recv().is_ok() {}
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
