@@ -65,10 +65,14 @@ pub struct Index {
     path: PathBuf,
 }
 
+/// The schema, and a page cache of 4 MiB: enough for the upper levels of
+/// the B-trees of a ten-million-blob index (the leaves come from the
+/// operating system's cache), and small enough that memory does not grow
+/// with the index (16 MiB made a large index cost 15 MiB more RSS).
 const SCHEMA: &str = "
 PRAGMA journal_mode=WAL;
 PRAGMA synchronous=NORMAL;
-PRAGMA cache_size=-16384;
+PRAGMA cache_size=-4096;
 CREATE TABLE IF NOT EXISTS segments(id BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS packs(
   num INTEGER PRIMARY KEY,
