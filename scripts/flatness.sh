@@ -1,0 +1,36 @@
+#!/bin/bash
+# Flatness check on its own (the steps of scripts/bench.sh's flatness
+# section, one run): larder backs up and restores the same tree with a fresh
+# repository and with one whose index holds 10 million synthetic blobs, and
+# prints wall time and peak RSS of each command.
+#
+#   scripts/flatness.sh DIR        # DIR: the tree to back up
+#
+# Needs the release build and the synth_index example:
+#   cargo build --release --examples
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+L=$ROOT/target/release/larder
+SYNTH=$ROOT/target/release/examples/synth_index
+SRC=${1:?usage: scripts/flatness.sh DIR}
+W=${FLAT_DIR:-/var/tmp/larder-flat}
+SEGMENTS=${FLAT_SEGMENTS:-100}
+BLOBS=${FLAT_BLOBS:-100000}
+export LARDER_PASSWORD=bench-passphrase
+rm -rf "$W"; mkdir -p "$W"
+m() { /usr/bin/time -f "%e s %M KiB" "$@" 2>&1 >/dev/null | tail -1; }
+for kind in fresh big; do
+    export LARDER_REPOSITORY=$W/repo-$kind LARDER_CACHE_DIR=$W/cache-$kind
+    "$L" -q init
+    if [ "$kind" = big ]; then
+        "$SYNTH" --repo "$LARDER_REPOSITORY" --segments "$SEGMENTS" --blobs "$BLOBS" >/dev/null
+        echo "big: first open (absorbs the index): $(m "$L" snapshots)"
+    fi
+    find "$SRC" -type f -print0 | xargs -0 cat > /dev/null
+    echo "$kind: open: $(m "$L" snapshots)"
+    echo "$kind: cold backup: $(m "$L" -q backup "$SRC")"
+    rm -rf "$W/restore"; mkdir -p "$W/restore"
+    echo "$kind: restore: $(m "$L" -q restore latest --target "$W/restore")"
+    rm -rf "$W/restore"
+done
+rm -rf "$W"
