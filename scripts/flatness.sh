@@ -14,6 +14,7 @@ L=$ROOT/target/release/larder
 SYNTH=$ROOT/target/release/examples/synth_index
 SRC=${1:?usage: scripts/flatness.sh DIR}
 W=${FLAT_DIR:-/var/tmp/larder-flat}
+SHM=${FLAT_SHM:-/dev/shm/larder-flat-restore}   # restores go to tmpfs, as in the benchmark
 SEGMENTS=${FLAT_SEGMENTS:-100}
 BLOBS=${FLAT_BLOBS:-100000}
 export LARDER_PASSWORD=bench-passphrase
@@ -29,8 +30,8 @@ for kind in fresh big; do
     find "$SRC" -type f -print0 | xargs -0 cat > /dev/null
     echo "$kind: open: $(m "$L" snapshots)"
     echo "$kind: cold backup: $(m "$L" -q backup "$SRC")"
-    rm -rf "$W/restore"; mkdir -p "$W/restore"
-    echo "$kind: restore: $(m "$L" -q restore latest --target "$W/restore")"
-    rm -rf "$W/restore"
+    rm -rf "$SHM"; mkdir -p "$SHM"
+    echo "$kind: restore: $(m "$L" -q restore latest --target "$SHM")"
+    rm -rf "$SHM"
 done
 rm -rf "$W"
