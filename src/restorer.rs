@@ -2,10 +2,14 @@
 //!
 //! Files are planned in batches and their chunks grouped by pack, so each
 //! pack region is read once; blobs are decrypted, decompressed and re-hashed
-//! against their IDs in parallel and written with positioned writes into
-//! pre-sized temporary files, skipping all-zero chunks so sparse files stay
-//! sparse. A finished file is renamed into place, so an interrupted restore
-//! never leaves a partial file under a real name.
+//! against their IDs in parallel and written with positioned writes,
+//! skipping all-zero chunks so sparse files stay sparse (a file with a hole
+//! is sized at the end). A file is filled unnamed (`O_TMPFILE`) in a
+//! directory this run created and linked in when complete; elsewhere it is
+//! filled under a temporary name and renamed into place. Either way an
+//! interrupted restore never leaves a partial file under a real name.
+//! Files are created and named relative to their directory's descriptor and
+//! their metadata is set through their own descriptor (no path lookups).
 //!
 //! The snapshot and the target are untrusted: names are checked (no `..`,
 //! `/` or NUL), every directory on the way is verified to be a real
