@@ -882,72 +882,65 @@ impl Ctx<'_> {
         )
     }
 
-    /// What [`Ctx::apply_meta`] does, through the descriptor of a regular
-    /// file being restored (no path lookups); `path` names it in messages.
+    /// Metadata of a regular file being restored, through its descriptor
+    /// (no path lookups); `path` names it in messages. `owned`: it was
+    /// created with our user and group.
     fn apply_file_meta(&self, f: &File, path: &Path, n: &Node, owned: bool) -> Result<()> {
-        use nix::sys::time::TimeSpec;
-        use std::os::unix::fs::PermissionsExt;
-        use xattr::FileExt as _;
-        let mut problems = Vec::new();
-        let (uid, gid, set) = self.owner(n);
-        let has_owner = owned && uid.as_raw() == self.euid && gid.as_raw() == self.egid;
-        if set
-            && !has_owner
-            && let Err(e) = nix::unistd::fchown(f, Some(uid), Some(gid))
-        {
-            problems.push(format!("cannot set owner {uid}:{gid}: {e}"));
-        }
-        // A chown clears set-id bits, so those are always set after it.
-        if self.create_mode(n) != n.mode & 0o7777 || !has_owner {
-            f.set_permissions(fs::Permissions::from_mode(n.mode))
-                .map_err(|e| Error::io(path, e))?;
-        }
-        for x in &n.xattrs {
-            let name = OsStr::from_bytes(&x.name);
-            if let Err(e) = f.set_xattr(name, &x.value) {
-                problems.push(format!(
-                    "cannot set extended attribute {}: {e}",
-                    name.to_string_lossy()
-                ));
-            }
-        }
-        let ts =
-            |ns: i64| TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
-        let atime = n.atime_ns.map(ts).unwrap_or(TimeSpec::UTIME_OMIT);
-        nix::sys::stat::futimens(f, &atime, &ts(n.mtime_ns))
-            .map_err(|e| Error::io(path, e.into()))?;
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::Partial(problems.join("; ")))
-        }
+        self.set_meta(MetaTarget::File(f, path), n, owned)
     }
 
     /// Ownership (as root), mode (not for symlinks) and times, without
     /// following a symlink at `path`.
     fn apply_meta(&self, path: &Path, n: &Node) -> Result<()> {
-        use nix::sys::stat::{UtimensatFlags, utimensat};
+        self.set_meta(MetaTarget::Path(path), n, false)
+    }
+
+    /// Owner, mode (not for symlinks), extended attributes and times, in
+    /// that order (a chown clears set-id bits, so the mode comes after it).
+    /// What the target refuses is collected into one `Error::Partial`.
+    fn set_meta(&self, at: MetaTarget<'_>, n: &Node, owned: bool) -> Result<()> {
+        use nix::fcntl::{AT_FDCWD, AtFlags};
+        use nix::sys::stat::UtimensatFlags;
         use nix::sys::time::TimeSpec;
-        let (uid, gid, set) = self.owner(n);
+        use std::os::unix::fs::PermissionsExt;
+        use xattr::FileExt as _;
+        let path = match at {
+            MetaTarget::Path(p) | MetaTarget::File(_, p) => p,
+        };
         let mut problems = Vec::new();
-        if set
-            && let Err(e) = nix::unistd::fchownat(
-                nix::fcntl::AT_FDCWD,
-                path,
-                Some(uid),
-                Some(gid),
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            )
-        {
-            problems.push(format!("cannot set owner {uid}:{gid}: {e}"));
+        let (uid, gid, set) = self.owner(n);
+        let has_owner = owned && uid.as_raw() == self.euid && gid.as_raw() == self.egid;
+        if set && !has_owner {
+            let r = match at {
+                MetaTarget::File(f, _) => nix::unistd::fchown(f, Some(uid), Some(gid)),
+                MetaTarget::Path(p) => nix::unistd::fchownat(
+                    AT_FDCWD,
+                    p,
+                    Some(uid),
+                    Some(gid),
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                ),
+            };
+            if let Err(e) = r {
+                problems.push(format!("cannot set owner {uid}:{gid}: {e}"));
+            }
         }
-        if n.kind != NodeKind::Symlink {
-            fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(n.mode))
-                .map_err(|e| Error::io(path, e))?;
+        // A file created with its final mode by its final owner needs no chmod.
+        if n.kind != NodeKind::Symlink && (self.create_mode(n) != n.mode & 0o7777 || !has_owner) {
+            let perm = fs::Permissions::from_mode(n.mode);
+            match at {
+                MetaTarget::File(f, _) => f.set_permissions(perm),
+                MetaTarget::Path(p) => fs::set_permissions(p, perm),
+            }
+            .map_err(|e| Error::io(path, e))?;
         }
         for x in &n.xattrs {
             let name = OsStr::from_bytes(&x.name);
-            if let Err(e) = xattr::set(path, name, &x.value) {
+            let r = match at {
+                MetaTarget::File(f, _) => f.set_xattr(name, &x.value),
+                MetaTarget::Path(p) => xattr::set(p, name, &x.value),
+            };
+            if let Err(e) = r {
                 problems.push(format!(
                     "cannot set extended attribute {}: {e}",
                     name.to_string_lossy()
@@ -956,14 +949,20 @@ impl Ctx<'_> {
         }
         let ts =
             |ns: i64| TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
-        let atime = n.atime_ns.map(ts).unwrap_or(TimeSpec::UTIME_OMIT);
-        utimensat(
-            nix::fcntl::AT_FDCWD,
-            path,
-            &atime,
-            &ts(n.mtime_ns),
-            UtimensatFlags::NoFollowSymlink,
-        )
+        let (atime, mtime) = (
+            n.atime_ns.map(ts).unwrap_or(TimeSpec::UTIME_OMIT),
+            ts(n.mtime_ns),
+        );
+        match at {
+            MetaTarget::File(f, _) => nix::sys::stat::futimens(f, &atime, &mtime),
+            MetaTarget::Path(p) => nix::sys::stat::utimensat(
+                AT_FDCWD,
+                p,
+                &atime,
+                &mtime,
+                UtimensatFlags::NoFollowSymlink,
+            ),
+        }
         .map_err(|e| Error::io(path, e.into()))?;
         if problems.is_empty() {
             Ok(())
@@ -971,6 +970,15 @@ impl Ctx<'_> {
             Err(Error::Partial(problems.join("; ")))
         }
     }
+}
+
+/// Where [`Ctx::set_meta`] applies metadata: a path (never following a
+/// symlink there), or the open descriptor of a file being restored (with
+/// its path for messages).
+#[derive(Clone, Copy)]
+enum MetaTarget<'a> {
+    Path(&'a Path),
+    File(&'a File, &'a Path),
 }
 
 /// Gives a filled file its name: links an unnamed file in, or renames the
