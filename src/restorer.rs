@@ -168,12 +168,8 @@ struct NameCache {
 
 impl NameCache {
     fn uid(&self, name: &str) -> Option<u32> {
-        if name.is_empty() {
-            return None;
-        }
-        let mut m = self.users.lock().ok()?;
-        *m.entry(name.to_string()).or_insert_with(|| {
-            nix::unistd::User::from_name(name)
+        Self::cached(&self.users, name, |n| {
+            nix::unistd::User::from_name(n)
                 .ok()
                 .flatten()
                 .map(|u| u.uid.as_raw())
@@ -181,16 +177,25 @@ impl NameCache {
     }
 
     fn gid(&self, name: &str) -> Option<u32> {
-        if name.is_empty() {
-            return None;
-        }
-        let mut m = self.groups.lock().ok()?;
-        *m.entry(name.to_string()).or_insert_with(|| {
-            nix::unistd::Group::from_name(name)
+        Self::cached(&self.groups, name, |n| {
+            nix::unistd::Group::from_name(n)
                 .ok()
                 .flatten()
                 .map(|g| g.gid.as_raw())
         })
+    }
+
+    /// `lookup(name)`, asked once per name (an empty name is never looked up).
+    fn cached(
+        map: &Mutex<HashMap<String, Option<u32>>>,
+        name: &str,
+        lookup: impl FnOnce(&str) -> Option<u32>,
+    ) -> Option<u32> {
+        if name.is_empty() {
+            return None;
+        }
+        let mut m = map.lock().ok()?;
+        *m.entry(name.to_string()).or_insert_with(|| lookup(name))
     }
 }
 
