@@ -58,9 +58,15 @@ pub enum Error {
     /// A blob ID that the index does not know.
     #[error("blob {0} is not in the index")]
     MissingBlob(String),
-    /// Bad input from the user (arguments, configuration).
+    /// Bad input from the user (arguments, configuration): the user's
+    /// mistake, to be fixed by the user.
     #[error("{0}")]
     Usage(String),
+    /// A failure inside larder or its environment that the user did not
+    /// cause and cannot fix by changing the command: the random number
+    /// generator, a worker thread that panicked, a poisoned lock.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A snapshot reference that matches nothing, or more than one snapshot.
     #[error("{0}")]
     NoSnapshot(String),
@@ -84,6 +90,11 @@ impl Error {
             object: object.to_string(),
             reason: reason.to_string(),
         }
+    }
+
+    /// Shorthand for an internal failure (see [`Error::Internal`]).
+    pub fn internal(what: impl std::fmt::Display) -> Self {
+        Error::Internal(what.to_string())
     }
 
     /// Shorthand for a failure of the SQLite cache at `path`.
