@@ -3,13 +3,14 @@
 //! `--read-data`, every blob's bytes. Every problem names the object.
 
 use crate::backend::Kind;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::id::Id;
 use crate::index;
 use crate::pack::{self, BlobType};
 use crate::repository::Repository;
 use crate::snapshot;
 use crate::tree::{NodeKind, Tree};
+use crate::walker::{self, Visit};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -42,8 +43,9 @@ impl CheckReport {
     }
 }
 
-/// Runs the checks.
+/// Runs the checks, under a shared lock.
 pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
+    let _lock = repo.lock_shared()?;
     let mut r = CheckReport::default();
     let be = repo.backend();
 
@@ -173,65 +175,55 @@ fn read_pack_data(repo: &Repository, id: &Id, r: &mut CheckReport) {
 }
 
 fn check_snapshots(repo: &Repository, r: &mut CheckReport) -> Result<()> {
-    let mut seen_trees: HashSet<Id> = HashSet::new();
+    let mut roots = Vec::new();
     for e in repo.backend().list(Kind::Snapshot)? {
         r.snapshots += 1;
-        let snap = match snapshot::load(repo, &e.name) {
-            Ok(s) => s,
-            Err(err) => {
-                r.problems.push(err.to_string());
-                continue;
-            }
-        };
-        let mut stack = vec![(
-            snap.tree,
-            format!("snapshot {}", &e.name[..8.min(e.name.len())]),
-        )];
-        while let Some((tid, path)) = stack.pop() {
-            if !seen_trees.insert(tid) {
-                continue;
-            }
-            r.trees += 1;
-            let tree = match load_tree_checked(repo, &tid) {
-                Ok(t) => t,
-                Err(err) => {
-                    r.problems.push(format!("tree {tid} at {path}: {err}"));
-                    continue;
-                }
-            };
-            for n in &tree.nodes {
-                let p = format!("{path}/{}", n.name_lossy());
-                match n.kind {
-                    NodeKind::Dir => match n.subtree {
-                        Some(s) => stack.push((s, p)),
-                        None => r
-                            .problems
-                            .push(format!("tree {tid}: directory {p} has no subtree")),
-                    },
-                    NodeKind::File => {
-                        for c in &n.content {
-                            match repo.lookup(c)? {
-                                Some(loc) if loc.entry.ty == BlobType::Data => {}
-                                _ => r
-                                    .problems
-                                    .push(format!("{p}: data blob {c} is missing from the index")),
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
+        match snapshot::load(repo, &e.name) {
+            Ok(snap) => roots.push((
+                snap.tree,
+                format!("snapshot {}", &e.name[..8.min(e.name.len())]),
+            )),
+            Err(err) => r.problems.push(err.to_string()),
         }
     }
+    let problems = &mut r.problems;
+    r.trees = walker::walk_unique(repo, roots, &mut |v| {
+        match v {
+            Visit::Unreadable { id, path, error } => {
+                problems.push(format!("tree {id} at {path}: {error}"));
+            }
+            Visit::Tree { id, path, tree } => check_tree_nodes(repo, &id, path, tree, problems)?,
+        }
+        Ok(())
+    })?;
     Ok(())
 }
 
-fn load_tree_checked(repo: &Repository, id: &Id) -> Result<Tree> {
-    match repo.lookup(id)? {
-        Some(loc) if loc.entry.ty == BlobType::Tree => {}
-        Some(_) => return Err(Error::corrupt(format!("blob {id}"), "is not a tree blob")),
-        None => return Err(Error::MissingBlob(id.to_hex())),
+/// Checks one tree's nodes: directories have a subtree, files' chunks are
+/// indexed data blobs.
+fn check_tree_nodes(
+    repo: &Repository,
+    tid: &Id,
+    path: &str,
+    tree: &Tree,
+    problems: &mut Vec<String>,
+) -> Result<()> {
+    for n in &tree.nodes {
+        let p = format!("{path}/{}", n.name_lossy());
+        match n.kind {
+            NodeKind::Dir if n.subtree.is_none() => {
+                problems.push(format!("tree {tid}: directory {p} has no subtree"))
+            }
+            NodeKind::File => {
+                for c in &n.content {
+                    match repo.lookup(c)? {
+                        Some(loc) if loc.entry.ty == BlobType::Data => {}
+                        _ => problems.push(format!("{p}: data blob {c} is missing from the index")),
+                    }
+                }
+            }
+            _ => {}
+        }
     }
-    let bytes = repo.read_blob(id)?;
-    Tree::decode(&format!("tree {id}"), &bytes)
+    Ok(())
 }

@@ -24,7 +24,14 @@ const CTX_GEAR: &str = "larder 2026-11 v1 fastcdc gear table";
 /// Fills `buf` from the operating system's CSPRNG.
 pub fn fill_random(buf: &mut [u8]) -> Result<()> {
     getrandom::getrandom(buf)
-        .map_err(|e| Error::Usage(format!("the system random number generator failed: {e}")))
+        .map_err(|e| Error::internal(format!("the system random number generator failed: {e}")))
+}
+
+/// A fresh random ID (repository ids).
+pub fn random_id() -> Result<Id> {
+    let mut b = [0u8; 32];
+    fill_random(&mut b)?;
+    Ok(Id(b))
 }
 
 /// The 32-byte repository master key.
@@ -114,7 +121,7 @@ impl Keys {
         let tag = self
             .aead
             .encrypt_in_place_detached(XNonce::from_slice(&nonce), ad, &mut out[start..])
-            .map_err(|_| Error::Usage("encryption failed (input too long)".into()))?;
+            .map_err(|_| Error::internal("encryption failed (input too long)"))?;
         out.extend_from_slice(tag.as_slice());
         Ok(())
     }

@@ -1,6 +1,6 @@
-//! Comparing and walking snapshot trees. `diff` walks two trees side by side
-//! and skips every subtree whose ID is equal, so its cost grows with the
-//! change, not with the tree. `walk` lists a tree for `ls`.
+//! Comparing two snapshot trees: `diff` walks them side by side and skips
+//! every subtree whose ID is equal, so its cost grows with the change, not
+//! with the tree.
 
 use crate::error::{Error, Result};
 use crate::id::Id;
@@ -9,8 +9,6 @@ use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, Tree};
 use serde::Serialize;
 use std::collections::HashSet;
-
-pub use crate::archiver::load_tree;
 
 /// One changed path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +60,7 @@ fn display_path(parent: &str, n: &Node) -> String {
 impl Differ<'_, '_> {
     fn load(&mut self, id: &Id) -> Result<Tree> {
         self.stats.trees_loaded += 1;
-        load_tree(self.repo, id)
+        self.repo.load_tree(id)
     }
 
     fn emit(&mut self, path: String, modifier: char, changes: Vec<&'static str>) {
@@ -228,55 +226,4 @@ fn blob_size(repo: &Repository, id: &Id) -> Result<u64> {
         Some(l) if l.entry.ty == BlobType::Data => l.entry.plain_len as u64,
         _ => 0,
     })
-}
-
-/// The tree ID of directory `sub` (a `/`-separated path) below `root`.
-pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
-    let mut cur = root;
-    for comp in sub.split('/').filter(|c| !c.is_empty() && *c != ".") {
-        let t = load_tree(repo, &cur)?;
-        let n = t.find(comp.as_bytes()).ok_or_else(|| {
-            Error::Usage(format!("path {sub:?}: {comp:?} not found in the snapshot"))
-        })?;
-        cur = match (n.kind, n.subtree) {
-            (NodeKind::Dir, Some(s)) => s,
-            _ => {
-                return Err(Error::Usage(format!(
-                    "path {sub:?}: {comp:?} is not a directory"
-                )));
-            }
-        };
-    }
-    Ok(cur)
-}
-
-/// Calls `f(path, node)` for every node below `root` (or below `sub`), depth first.
-pub fn walk(
-    repo: &Repository,
-    root: Id,
-    sub: Option<&str>,
-    f: &mut dyn FnMut(&str, &Node),
-) -> Result<()> {
-    let sub = sub.unwrap_or("");
-    let start = tree_at(repo, root, sub)?;
-    let prefix = format!("/{}", sub.trim_matches('/'));
-    let prefix = if prefix == "/" { String::new() } else { prefix };
-    walk_tree(repo, &start, &prefix, f)
-}
-
-fn walk_tree(
-    repo: &Repository,
-    id: &Id,
-    prefix: &str,
-    f: &mut dyn FnMut(&str, &Node),
-) -> Result<()> {
-    let t = load_tree(repo, id)?;
-    for n in &t.nodes {
-        let p = format!("{prefix}/{}", n.name_lossy());
-        f(&p, n);
-        if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
-            walk_tree(repo, &s, &p, f)?;
-        }
-    }
-    Ok(())
 }

@@ -16,13 +16,6 @@ impl Id {
         Id(*blake3::hash(data).as_bytes())
     }
 
-    /// A fresh random ID (repository ids).
-    pub fn random() -> Result<Id> {
-        let mut b = [0u8; 32];
-        crate::crypto::fill_random(&mut b)?;
-        Ok(Id(b))
-    }
-
     /// Lowercase hex, 64 characters.
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)

@@ -16,6 +16,7 @@
 use crate::backend::{Backend, Kind};
 use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
+use crate::host::{hostname, now_secs, username};
 use crate::id::Id;
 use crate::object::{self, HEADER_LEN, ObjectType};
 use age::secrecy::{ExposeSecret, SecretString};
@@ -118,25 +119,6 @@ pub struct KeyInfo {
     pub recipient: String,
 }
 
-pub(crate) fn hostname() -> String {
-    nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-pub(crate) fn username() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| crate::tree::user_name(crate::tree::current_uid()).unwrap_or_default())
-}
-
-pub(crate) fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// The key that wraps the master key of a passphrase key file.
 fn passphrase_key(
     what: &str,
@@ -196,7 +178,7 @@ pub fn make_key_file(master: &MasterKey, new: &NewKey) -> Result<Vec<u8>> {
                         aad: &out,
                     },
                 )
-                .map_err(|_| Error::Usage("cannot wrap the master key".into()))?;
+                .map_err(|_| Error::internal("cannot wrap the master key"))?;
             out.extend_from_slice(&salt);
             out.extend_from_slice(&nonce);
             out.extend_from_slice(&sealed);
@@ -204,7 +186,7 @@ pub fn make_key_file(master: &MasterKey, new: &NewKey) -> Result<Vec<u8>> {
         }
         NewKey::Recipient(r) => {
             let ct = age::encrypt(r, master.as_bytes())
-                .map_err(|e| Error::Usage(format!("cannot wrap the master key: {e}")))?;
+                .map_err(|e| Error::internal(format!("cannot wrap the master key: {e}")))?;
             let header = KeyHeader {
                 kind: KeyKind::X25519,
                 work_factor: 0,

@@ -3,11 +3,25 @@
 //! arguments, calls in here and prints.
 //!
 //! Data flows one way: walk → read → chunk → hash → dedup → compress →
-//! encrypt → pack → backend. Modules, from the bottom up:
-//! [`backend`] (storage), [`crypto`] and [`keys`] (keys and sealing),
-//! [`object`] (sealed objects), [`chunker`], [`pack`], [`index`],
-//! [`repository`] (the door to a repository), [`lock`], [`tree`] and
-//! [`snapshot`], [`archiver`] (backup), [`restorer`], [`diff`], [`check`].
+//! encrypt → pack → backend. The modules, from the bottom up (a module
+//! imports only from its own row or the rows above it, never from below,
+//! and there are no import loops):
+//!
+//! | layer | modules |
+//! |---|---|
+//! | basics | [`error`], [`id`], [`host`] (host, user, clock) |
+//! | storage | [`backend`] (the object-store trait; `local`) |
+//! | cryptography and formats | [`crypto`] (keys, sealing, blob ids), [`object`] (sealed objects), [`keys`] (key files), [`chunker`], [`pack`] (format, blobs, writer), [`tree`] (nodes and tree blobs), [`index`] (segments and the SQLite cache) |
+//! | the repository | [`lock`], [`repository`] (init, open, config, blob and tree reads, repair), [`snapshot`] (objects, listing, `latest`), [`packer`] (writing new blobs into packs and segments) |
+//! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait) |
+//! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`check`] |
+//! | the command line | [`cli`] (one handler per command; terminal output) |
+//!
+//! Where coming work lands: retention and `forget`/`prune` as new
+//! operation modules beside `check` (using [`walker`] and the index cache);
+//! scheduled runs as a `schedule` module called by new CLI commands;
+//! object stores as new implementations of [`backend::Backend`]; new
+//! commands as `cli/cmd_*.rs` files over library functions.
 
 pub mod archiver;
 pub mod backend;
@@ -17,17 +31,21 @@ pub mod cli;
 pub mod crypto;
 pub mod diff;
 pub mod error;
+pub mod host;
 pub mod id;
 pub mod index;
 pub mod keys;
+pub mod localfs;
 pub mod lock;
 pub mod object;
 pub mod pack;
 pub mod packer;
+pub mod progress;
 pub mod repository;
 pub mod restorer;
 pub mod snapshot;
 pub mod tree;
+pub mod walker;
 
 pub use error::{Error, Result};
 pub use id::Id;

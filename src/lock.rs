@@ -5,11 +5,11 @@
 
 use crate::backend::{Backend, Kind};
 use crate::crypto::Keys;
+use crate::crypto::MasterKey;
 use crate::error::{Error, Result};
+use crate::host::{hostname, now_secs, username};
 use crate::id::Id;
-use crate::keys::{hostname, now_secs, username};
 use crate::object::{self, ObjectType};
-use crate::repository::Repository;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -104,9 +104,12 @@ pub fn live_locks(backend: &dyn Backend, keys: &Keys, ours: Option<&str>) -> Res
 impl LockGuard {
     /// Takes a lock. A shared lock conflicts only with a live exclusive lock;
     /// an exclusive lock conflicts with any live lock (error exit code 11).
-    pub fn acquire(repo: &Repository, exclusive: bool) -> Result<LockGuard> {
-        let backend: Arc<dyn Backend> = repo.backend_arc();
-        let keys = Keys::derive(repo.master());
+    pub fn acquire(
+        backend: Arc<dyn Backend>,
+        master: &MasterKey,
+        exclusive: bool,
+    ) -> Result<LockGuard> {
+        let keys = Keys::derive(master);
         let name = write_lock(backend.as_ref(), &keys, exclusive)?;
         let others = live_locks(backend.as_ref(), &keys, Some(&name))?;
         if let Some(c) = others.iter().find(|l| exclusive || l.exclusive) {

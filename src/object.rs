@@ -35,7 +35,7 @@ pub enum ObjectType {
 
 /// Encodes a value as postcard bytes (the canonical encoding).
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
-    postcard::to_stdvec(value).map_err(|e| Error::Usage(format!("encoding failed: {e}")))
+    postcard::to_stdvec(value).map_err(|e| Error::internal(format!("encoding failed: {e}")))
 }
 
 /// Decodes postcard bytes, naming `what` on failure; trailing bytes are an error.
@@ -102,13 +102,13 @@ pub fn header(ty: ObjectType) -> [u8; HEADER_LEN] {
 pub fn seal<T: Serialize>(keys: &Keys, ty: ObjectType, value: &T) -> Result<Vec<u8>> {
     let body = encode(value)?;
     if body.len() > MAX_OBJECT_PLAIN {
-        return Err(Error::Usage(format!(
+        return Err(Error::Internal(format!(
             "object of {} bytes exceeds the {MAX_OBJECT_PLAIN}-byte limit",
             body.len()
         )));
     }
     let compressed = zstd::bulk::compress(&body, 3)
-        .map_err(|e| Error::Usage(format!("zstd compression failed: {e}")))?;
+        .map_err(|e| Error::internal(format!("zstd compression failed: {e}")))?;
     let mut plain = Vec::with_capacity(5 + body.len().min(compressed.len()));
     plain.extend_from_slice(&(body.len() as u32).to_le_bytes());
     if compressed.len() < body.len() {

@@ -27,32 +27,10 @@ pub struct PackerStats {
     pub packs_written: u64,
 }
 
-thread_local! {
-    static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Compresses (data only when the repository's level is not 0; trees
-/// always) and seals one blob, on this thread's reused zstd context. Safe to
-/// call from many threads at once.
+/// Compresses and seals one blob with the repository's settings (see
+/// [`pack::seal_blob`]). Safe to call from many threads at once.
 pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Result<PreparedBlob> {
-    let level = repo.config().compression_level;
-    let compress = level != 0 || ty == BlobType::Tree;
-    let level = if level == 0 { 3 } else { level };
-    COMPRESSOR.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.as_ref().is_none_or(|(l, _)| *l != level) {
-            let z = zstd::bulk::Compressor::new(level)
-                .map_err(|e| Error::Usage(format!("zstd level {level}: {e}")))?;
-            *c = Some((level, z));
-        }
-        let comp = if compress {
-            c.as_mut().map(|(_, z)| z)
-        } else {
-            None
-        };
-        pack::prepare_blob(repo.keys(), comp, ty, id, plain)
-    })
+    pack::seal_blob(repo.keys(), repo.config().compression_level, ty, id, plain)
 }
 
 /// Index segments are written after this many packs.
@@ -194,11 +172,11 @@ impl<'r> Packer<'r> {
             .uploader
             .tx
             .as_ref()
-            .ok_or_else(|| Error::Usage("the pack uploader has stopped".into()))?;
+            .ok_or_else(|| Error::internal("the pack uploader has stopped"))?;
         if tx.send(p).is_err() {
             // The uploader ended: its error is waiting in `done`.
             self.collect(true)?;
-            return Err(Error::Usage("the pack uploader has stopped".into()));
+            return Err(Error::internal("the pack uploader has stopped"));
         }
         self.uploader.in_flight += 1;
         // Its blobs stay in `in_pack` until the index knows them.
@@ -211,7 +189,7 @@ impl<'r> Packer<'r> {
             let r = if all {
                 match self.uploader.done.recv() {
                     Ok(r) => r,
-                    Err(_) => return Err(Error::Usage("the pack uploader has stopped".into())),
+                    Err(_) => return Err(Error::internal("the pack uploader has stopped")),
                 }
             } else {
                 match self.uploader.done.try_recv() {

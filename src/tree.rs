@@ -1,14 +1,13 @@
 //! Tree blobs: one directory's entries (nodes), sorted by raw name bytes and
 //! encoded canonically, so the same directory always gives the same blob and
 //! the same ID. A subdirectory refers to its own tree blob by ID: a snapshot
-//! is a Merkle tree. Also owns turning `lstat` results into nodes.
+//! is a Merkle tree. (Turning `lstat` results into nodes is
+//! [`crate::localfs`]'s job.)
 
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::object;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 
 /// The version byte in front of every tree blob.
 pub const TREE_VERSION: u8 = 1;
@@ -191,102 +190,6 @@ impl Tree {
 /// or `..`, no `/` and no NUL. Restore refuses any other name.
 pub fn is_safe_name(name: &[u8]) -> bool {
     !name.is_empty() && name != b"." && name != b".." && !name.contains(&b'/') && !name.contains(&0)
-}
-
-/// Caches uid/gid → name lookups for one run.
-#[derive(Default)]
-pub struct Owners {
-    users: HashMap<u32, String>,
-    groups: HashMap<u32, String>,
-}
-
-impl Owners {
-    /// The user name for `uid` (empty if unknown).
-    pub fn user(&mut self, uid: u32) -> String {
-        self.users
-            .entry(uid)
-            .or_insert_with(|| user_name(uid).unwrap_or_default())
-            .clone()
-    }
-
-    /// The group name for `gid` (empty if unknown).
-    pub fn group(&mut self, gid: u32) -> String {
-        self.groups
-            .entry(gid)
-            .or_insert_with(|| {
-                nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
-                    .ok()
-                    .flatten()
-                    .map(|g| g.name)
-                    .unwrap_or_default()
-            })
-            .clone()
-    }
-}
-
-/// The name of user `uid`, if the system knows it.
-pub fn user_name(uid: u32) -> Option<String> {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-}
-
-/// The uid of this process.
-pub fn current_uid() -> u32 {
-    nix::unistd::getuid().as_raw()
-}
-
-/// Builds a node (without content, subtree or link target) from metadata.
-pub fn node_from_metadata(
-    name: Vec<u8>,
-    md: &std::fs::Metadata,
-    owners: &mut Owners,
-    with_atime: bool,
-) -> Node {
-    let ft = md.file_type();
-    use std::os::unix::fs::FileTypeExt;
-    let kind = if ft.is_dir() {
-        NodeKind::Dir
-    } else if ft.is_symlink() {
-        NodeKind::Symlink
-    } else if ft.is_fifo() {
-        NodeKind::Fifo
-    } else if ft.is_char_device() {
-        NodeKind::CharDev
-    } else if ft.is_block_device() {
-        NodeKind::BlockDev
-    } else if ft.is_socket() {
-        NodeKind::Socket
-    } else {
-        NodeKind::File
-    };
-    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
-    Node {
-        name,
-        kind,
-        mode: md.mode() & 0o7777,
-        uid: md.uid(),
-        gid: md.gid(),
-        user: owners.user(md.uid()),
-        group: owners.group(md.gid()),
-        mtime_ns: ns(md.mtime(), md.mtime_nsec()),
-        ctime_ns: ns(md.ctime(), md.ctime_nsec()),
-        atime_ns: with_atime.then(|| ns(md.atime(), md.atime_nsec())),
-        size: if kind == NodeKind::File { md.size() } else { 0 },
-        inode: md.ino(),
-        device: md.dev(),
-        links: md.nlink(),
-        rdev: if matches!(kind, NodeKind::CharDev | NodeKind::BlockDev) {
-            md.rdev()
-        } else {
-            0
-        },
-        link_target: Vec::new(),
-        content: Vec::new(),
-        subtree: None,
-        xattrs: Vec::new(),
-    }
 }
 
 #[cfg(test)]

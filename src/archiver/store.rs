@@ -8,8 +8,9 @@
 
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::pack::{BlobType, PreparedBlob};
-use crate::repository::{PackerStats, Repository};
+use crate::pack::BlobType;
+use crate::packer::{Packer, PackerStats, seal_blob};
+use crate::repository::Repository;
 use crossbeam_channel::{Sender, bounded};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,11 +24,6 @@ pub struct StoreItem {
     pub ty: BlobType,
     pub id: Id,
     pub data: Vec<u8>,
-}
-
-/// Compresses and seals one blob (see [`crate::packer::seal_blob`]).
-pub fn prepare(repo: &Repository, item: &StoreItem) -> Result<PreparedBlob> {
-    crate::packer::seal_blob(repo, item.ty, item.id, &item.data)
 }
 
 /// Starts the stage inside `scope`. Send blobs on the returned sender; drop
@@ -53,7 +49,7 @@ pub fn spawn<'scope, 'env>(
         .unwrap_or(2)
         .clamp(1, 64);
     let handle = scope.spawn(move || -> Result<PackerStats> {
-        let packer = Mutex::new(repo.packer()?);
+        let packer = Mutex::new(Packer::new(repo)?);
         let failed = AtomicBool::new(false);
         let first_error = std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers)
@@ -64,10 +60,10 @@ pub fn spawn<'scope, 'env>(
                             if failed.load(Ordering::Relaxed) {
                                 break;
                             }
-                            let r = prepare(repo, &item).and_then(|b| {
+                            let r = seal_blob(repo, item.ty, item.id, &item.data).and_then(|b| {
                                 packer
                                     .lock()
-                                    .map_err(|_| Error::Usage("packer lock poisoned".into()))?
+                                    .map_err(|_| Error::internal("packer lock poisoned"))?
                                     .add_prepared(b)
                             });
                             if let Err(e) = r {
@@ -84,7 +80,7 @@ pub fn spawn<'scope, 'env>(
             for h in handles {
                 let r = h
                     .join()
-                    .unwrap_or_else(|_| Err(Error::Usage("a sealing worker panicked".into())));
+                    .unwrap_or_else(|_| Err(Error::internal("a sealing worker panicked")));
                 if let (Err(e), None) = (r, &first) {
                     first = Some(e);
                 }
@@ -96,7 +92,7 @@ pub fn spawn<'scope, 'env>(
         }
         packer
             .into_inner()
-            .map_err(|_| Error::Usage("packer lock poisoned".into()))?
+            .map_err(|_| Error::internal("packer lock poisoned"))?
             .finish()
     });
     (tx, handle)

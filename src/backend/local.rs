@@ -26,7 +26,7 @@ impl LocalBackend {
 
     fn full(&self, kind: Kind, name: &str) -> Result<PathBuf> {
         if name.is_empty() || name.contains('/') || name.contains('\0') || name.starts_with('.') {
-            return Err(Error::Usage(format!("invalid object name {name:?}")));
+            return Err(Error::internal(format!("invalid object name {name:?}")));
         }
         Ok(self.root.join(kind.path(name)))
     }

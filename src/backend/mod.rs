@@ -39,7 +39,7 @@ impl Staged {
             Staged::Memory(v) => v.extend_from_slice(data),
             Staged::File(f) => match &mut f.file {
                 Some(file) => file.write_all(data).map_err(|e| Error::io(&f.path, e))?,
-                None => return Err(Error::Usage(format!("{} is closed", f.path.display()))),
+                None => return Err(Error::internal(format!("{} is closed", f.path.display()))),
             },
         }
         Ok(())
@@ -144,7 +144,7 @@ pub trait Backend: Send + Sync {
     fn commit(&self, kind: Kind, name: &str, staged: Staged) -> Result<()> {
         match staged {
             Staged::Memory(v) => self.write(kind, name, &v),
-            Staged::File(f) => Err(crate::error::Error::Usage(format!(
+            Staged::File(f) => Err(crate::error::Error::Internal(format!(
                 "{} was not staged by this backend",
                 f.path.display()
             ))),

@@ -4,10 +4,11 @@
 
 use crate::common::{self, TestRepo};
 use larder::Id;
-use larder::archiver::{BackupOptions, BackupResult, NoProgress, backup};
+use larder::archiver::{BackupOptions, BackupResult, backup};
 use larder::check::{CheckOptions, check};
 use larder::diff::{self, DiffEntry};
 use larder::pack::BlobType;
+use larder::progress::NoProgress;
 use larder::repository::Repository;
 use larder::restorer::{Overwrite, RestoreOptions, RestoreReport, restore};
 use larder::snapshot::{self, Snapshot, Summary};
@@ -447,8 +448,8 @@ fn unchanged_tree_is_not_read_again() {
 
     let snap1 = load_snap(&repo, &r1.snapshot_id.unwrap());
     let snap2 = load_snap(&repo, &r2.snapshot_id.unwrap());
-    let sub1 = diff::tree_at(&repo, snap1.tree, path_str(&src)).unwrap();
-    let sub2 = diff::tree_at(&repo, snap2.tree, path_str(&src)).unwrap();
+    let sub1 = larder::walker::tree_at(&repo, snap1.tree, path_str(&src)).unwrap();
+    let sub2 = larder::walker::tree_at(&repo, snap2.tree, path_str(&src)).unwrap();
     assert_eq!(sub1, sub2, "the backed-up directory has the same tree id");
     // Only the directories above the backed-up path (whose metadata other
     // processes may touch, e.g. /tmp) can give new tree blobs.
@@ -611,8 +612,8 @@ fn corrupted_pack_fails_only_the_affected_file() {
     let id = r.snapshot_id.unwrap();
     let snap = load_snap(&repo, &id);
 
-    let tid = diff::tree_at(&repo, snap.tree, path_str(&src)).unwrap();
-    let tree = diff::load_tree(&repo, &tid).unwrap();
+    let tid = larder::walker::tree_at(&repo, snap.tree, path_str(&src)).unwrap();
+    let tree = repo.load_tree(&tid).unwrap();
     let victim = tree.find(b"victim.bin").unwrap();
     let loc = repo.lookup(&victim.content[0]).unwrap().unwrap();
     assert!(loc.entry.stored_len > 40);
@@ -717,21 +718,21 @@ fn node(name: &[u8], kind: NodeKind) -> Node {
     }
 }
 
-fn file_node(p: &mut larder::repository::Packer<'_>, name: &[u8], data: &[u8]) -> Node {
+fn file_node(p: &mut larder::packer::Packer<'_>, name: &[u8], data: &[u8]) -> Node {
     let mut n = node(name, NodeKind::File);
     n.content = vec![p.add(BlobType::Data, data).unwrap().0];
     n.size = data.len() as u64;
     n
 }
 
-fn dir_node(p: &mut larder::repository::Packer<'_>, name: &[u8], nodes: Vec<Node>) -> Node {
+fn dir_node(p: &mut larder::packer::Packer<'_>, name: &[u8], nodes: Vec<Node>) -> Node {
     let mut n = node(name, NodeKind::Dir);
     n.subtree = Some(store_tree(p, nodes));
     n
 }
 
 /// Stores the nodes as a tree blob, in the order given (callers sort).
-fn store_tree(p: &mut larder::repository::Packer<'_>, nodes: Vec<Node>) -> Id {
+fn store_tree(p: &mut larder::packer::Packer<'_>, nodes: Vec<Node>) -> Id {
     let t = Tree { nodes };
     p.add(BlobType::Tree, &t.encode().unwrap()).unwrap().0
 }
@@ -765,7 +766,7 @@ fn hostile_snapshot_cannot_write_outside_target() {
     fs::create_dir(&outside).unwrap();
     write(&outside.join("victim.txt"), b"original");
 
-    let mut p = repo.packer().unwrap();
+    let mut p = larder::packer::Packer::new(&repo).unwrap();
     // Snapshot A: unsafe names, and a symlink pointing outside.
     let escaped = file_node(&mut p, b"escaped", b"escaped via ..");
     let dotdot = dir_node(&mut p, b"..", vec![escaped]);

@@ -502,7 +502,8 @@ fn unreadable_and_vanishing_files_are_reported() {
 /// setting an attribute moves the ctime, so the next backup sees it.
 #[test]
 fn changed_xattr_is_seen_by_the_next_backup() {
-    use larder::archiver::{BackupOptions, NoProgress, backup};
+    use larder::archiver::{BackupOptions, backup};
+    use larder::progress::NoProgress;
     let t = crate::common::TestRepo::new();
     let repo = t.init();
     let src = t.dir.path().join("src");
@@ -515,8 +516,8 @@ fn changed_xattr_is_seen_by_the_next_backup() {
     let first = backup(&repo, &opts, &NoProgress).unwrap();
     let attr_of = |snap: larder::Id| {
         let s = larder::snapshot::load(&repo, &snap.to_hex()).unwrap();
-        let tree = larder::diff::tree_at(&repo, s.tree, &src.to_string_lossy()).unwrap();
-        let t = larder::diff::load_tree(&repo, &tree).unwrap();
+        let tree = larder::walker::tree_at(&repo, s.tree, &src.to_string_lossy()).unwrap();
+        let t = repo.load_tree(&tree).unwrap();
         t.find(b"f").unwrap().xattrs.clone()
     };
     assert_eq!(attr_of(first.snapshot_id.unwrap())[0].value, b"one");

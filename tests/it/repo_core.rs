@@ -20,7 +20,7 @@ fn run(cmd: &mut std::process::Command) -> (i32, String, String) {
 
 /// Writes `n` distinct data blobs and returns their ids and contents.
 fn write_blobs(repo: &Repository, n: usize, size: usize) -> Vec<(larder::Id, Vec<u8>)> {
-    let mut p = repo.packer().unwrap();
+    let mut p = larder::packer::Packer::new(repo).unwrap();
     let mut out = Vec::new();
     for i in 0..n {
         let mut data = vec![0u8; size];
@@ -263,7 +263,7 @@ fn orphan_packs_are_indexed_not_stored_again() {
     let repo = t.open().unwrap();
     let packs_before = t.backend().list(Kind::Pack).unwrap().len();
     assert_eq!(repo.index_orphan_packs().unwrap(), packs_before);
-    let mut p = repo.packer().unwrap();
+    let mut p = larder::packer::Packer::new(&repo).unwrap();
     for (_, data) in &blobs {
         assert!(!p.add(BlobType::Data, data).unwrap().1, "stored twice");
     }
@@ -435,15 +435,14 @@ fn newer_format_version_is_explained() {
 
 #[test]
 fn stale_locks_never_block_but_live_exclusive_does() {
-    use larder::lock::LockGuard;
     let t = TestRepo::new();
     let repo = t.init();
     // A shared lock does not block another shared lock.
-    let g1 = LockGuard::acquire(&repo, false).unwrap();
-    let g2 = LockGuard::acquire(&repo, false).unwrap();
+    let g1 = repo.lock_shared().unwrap();
+    let g2 = repo.lock_shared().unwrap();
     assert_eq!(t.backend().list(Kind::Lock).unwrap().len(), 2);
     // An exclusive lock is refused while shared ones are live (exit code 11).
-    let e = LockGuard::acquire(&repo, true).err().unwrap();
+    let e = repo.lock_exclusive().err().unwrap();
     assert_eq!(e.exit_code(), 11);
     drop((g1, g2));
     assert_eq!(t.backend().list(Kind::Lock).unwrap().len(), 0);
@@ -479,7 +478,7 @@ fn stale_locks_never_block_but_live_exclusive_does() {
             &bytes2,
         )
         .unwrap();
-    let g = LockGuard::acquire(&repo, false).unwrap();
+    let g = repo.lock_shared().unwrap();
     // The stale locks were removed on the way.
     assert_eq!(t.backend().list(Kind::Lock).unwrap().len(), 1);
     drop(g);

@@ -1495,7 +1495,7 @@ fn generate_vectors() {
     repo.add_key(&NewKey::Recipient(ident.to_public())).unwrap();
 
     // Blobs: two data blobs, then the trees that refer to them.
-    let mut packer = repo.packer().unwrap();
+    let mut packer = larder::packer::Packer::new(&repo).unwrap();
     let (hello, _) = packer.add(BlobType::Data, &hello_txt()).unwrap();
     let (random, _) = packer.add(BlobType::Data, &random_bin()).unwrap();
     let docs_bytes = docs_tree().encode().unwrap();

@@ -1,62 +1,25 @@
-//! The blob index: encrypted index segments in the repository (`index/<id>`,
-//! the record) and the local SQLite cache that answers "where is blob X?".
+//! The local SQLite index cache that answers "where is blob X?".
 //!
 //! The cache is only a cache: deleting it loses nothing, it is rebuilt from
 //! `index/` on the next open. It absorbs new segments and, if any segment it
 //! knew has gone, starts over. Nothing here keeps a map of every blob in
 //! memory: lookups are prepared SQLite queries, inserts run in transactions.
 
+use super::segment::{IndexPack, IndexSegment, read_segment};
 use crate::backend::{Backend, Kind};
 use crate::crypto::Keys;
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::object::{self, ObjectType};
 use crate::pack::{BlobType, PackEntry};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-
-/// One pack as listed in an index segment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IndexPack {
-    pub id: Id,
-    pub size: u64,
-    pub blobs: Vec<PackEntry>,
-}
-
-/// The plaintext of an index segment.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IndexSegment {
-    pub packs: Vec<IndexPack>,
-}
 
 /// Where a blob lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlobLocation {
     pub pack: Id,
     pub entry: PackEntry,
-}
-
-/// Writes a segment to the repository and returns its id.
-pub fn write_segment(backend: &dyn Backend, keys: &Keys, seg: &IndexSegment) -> Result<Id> {
-    let bytes = object::seal(keys, ObjectType::Index, seg)?;
-    let id = Id::of_object(&bytes);
-    backend.write(Kind::Index, &id.to_hex(), &bytes)?;
-    Ok(id)
-}
-
-/// Reads, verifies (name = hash of bytes) and decrypts one segment.
-pub fn read_segment(backend: &dyn Backend, keys: &Keys, name: &str) -> Result<IndexSegment> {
-    let what = Kind::Index.path(name);
-    let bytes = backend.read_bounded(Kind::Index, name, object::MAX_OBJECT_STORED)?;
-    if Id::of_object(&bytes).to_hex() != name {
-        return Err(Error::corrupt(
-            &what,
-            "contents do not hash to the object's name",
-        ));
-    }
-    object::open(keys, ObjectType::Index, &what, &bytes)
 }
 
 /// The local SQLite index cache.

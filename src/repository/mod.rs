@@ -4,52 +4,25 @@
 //! Write order gives crash safety: packs first, then the index segment that
 //! lists them, then (in the archiver) the snapshot that refers to them.
 
+mod config;
+mod repair;
+
+pub use config::{Config, InitOptions, read_config};
+pub use repair::RepairReport;
+
 use crate::backend::{Backend, Kind};
-use crate::chunker::{Chunker, ChunkerParams};
+use crate::chunker::Chunker;
 use crate::crypto::{Keys, MasterKey};
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::index::{self, BlobLocation, Index, IndexPack, IndexSegment};
+use crate::index::{BlobLocation, Index};
 use crate::keys::{self, Credential, NewKey};
+use crate::lock::LockGuard;
 use crate::object::{self, ObjectType};
-use crate::pack;
-pub use crate::packer::{Packer, PackerStats};
-use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
+use crate::pack::{self, BlobType};
+use crate::tree::Tree;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// The repository configuration, sealed in `config`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Config {
-    /// Random repository id (names the local cache).
-    pub id: Id,
-    pub chunker: ChunkerParams,
-    /// zstd level for data blobs.
-    pub compression_level: i32,
-    /// Target pack size in bytes.
-    pub pack_size: u32,
-    /// Creation time, seconds since the Unix epoch.
-    pub created: i64,
-}
-
-/// Options for `init`.
-#[derive(Clone, Debug)]
-pub struct InitOptions {
-    pub chunker: ChunkerParams,
-    pub compression_level: i32,
-    pub pack_size: u32,
-}
-
-impl Default for InitOptions {
-    fn default() -> Self {
-        InitOptions {
-            chunker: ChunkerParams::default(),
-            compression_level: 3,
-            pack_size: 16 << 20,
-        }
-    }
-}
 
 /// An open repository.
 pub struct Repository {
@@ -73,19 +46,6 @@ pub fn default_cache_dir() -> PathBuf {
     std::env::temp_dir().join("larder-cache")
 }
 
-/// Reads and opens the config object with `keys`.
-pub fn read_config(backend: &dyn Backend, keys: &Keys) -> Result<Config> {
-    let bytes = backend.read_bounded(Kind::Config, "config", 1 << 20)?;
-    let cfg: Config = object::open(keys, ObjectType::Config, "config", &bytes)?;
-    cfg.chunker
-        .validate()
-        .map_err(|e| Error::corrupt("config", e))?;
-    if cfg.pack_size < (1 << 20) || cfg.pack_size > (1 << 30) {
-        return Err(Error::corrupt("config", "pack size outside 1 MiB..1 GiB"));
-    }
-    Ok(cfg)
-}
-
 impl Repository {
     /// Creates a repository and its first key. Refuses an existing one.
     pub fn init(
@@ -102,11 +62,11 @@ impl Repository {
         let master = MasterKey::generate()?;
         let keys = Keys::derive(&master);
         let config = Config {
-            id: Id::random()?,
+            id: crate::crypto::random_id()?,
             chunker: opts.chunker,
             compression_level: opts.compression_level,
             pack_size: opts.pack_size,
-            created: keys::now_secs(),
+            created: crate::host::now_secs(),
         };
         let key_id = keys::add_key(backend.as_ref(), &master, first_key)?;
         // The config goes last: a repository exists once it has one.
@@ -197,7 +157,7 @@ impl Repository {
     pub fn index(&self) -> Result<MutexGuard<'_, Index>> {
         self.index
             .lock()
-            .map_err(|_| Error::Usage("index cache lock poisoned by a panic".into()))
+            .map_err(|_| Error::internal("index cache lock poisoned by a panic"))
     }
 
     /// Re-reads `index/` into the cache.
@@ -242,6 +202,18 @@ impl Repository {
         Ok(id)
     }
 
+    /// Takes a shared lock (backup, restore, check: many may run at once;
+    /// only an exclusive lock conflicts). Released when the guard drops.
+    pub fn lock_shared(&self) -> Result<LockGuard> {
+        LockGuard::acquire(self.backend.clone(), &self.master, false)
+    }
+
+    /// Takes an exclusive lock (operations that delete what others may
+    /// read). Released when the guard drops.
+    pub fn lock_exclusive(&self) -> Result<LockGuard> {
+        LockGuard::acquire(self.backend.clone(), &self.master, true)
+    }
+
     /// Where blob `id` is stored.
     pub fn lookup(&self, id: &Id) -> Result<Option<BlobLocation>> {
         self.index()?.lookup(id)
@@ -270,47 +242,22 @@ impl Repository {
         )
     }
 
-    /// A packer for writing new blobs.
-    pub fn packer(&self) -> Result<Packer<'_>> {
-        Packer::new(self)
+    /// Loads and decodes tree blob `id`.
+    pub fn load_tree(&self, id: &Id) -> Result<Tree> {
+        let bytes = self.read_blob(id)?;
+        Tree::decode(&format!("tree {id}"), &bytes)
     }
 
-    /// Finds packs that no index segment lists (left by a run that died before
-    /// writing its segment), reads their headers and indexes them in a new
-    /// segment, so their blobs are reused instead of stored again.
-    pub fn index_orphan_packs(&self) -> Result<usize> {
-        let listed = self.backend.list(Kind::Pack)?;
-        let known: HashSet<Id> = self
-            .index()?
-            .packs()?
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        let mut seg = IndexSegment::default();
-        for e in listed {
-            let Ok(id) = Id::from_hex(&e.name) else {
-                continue;
-            };
-            if known.contains(&id) {
-                continue;
-            }
-            match self.read_pack_header(&id, e.size) {
-                Ok(blobs) => seg.packs.push(IndexPack {
-                    id,
-                    size: e.size,
-                    blobs,
-                }),
-                // A damaged orphan is reported by `check`; skip it here.
-                Err(Error::Corrupt { .. }) => continue,
-                Err(err) => return Err(err),
-            }
+    /// Loads tree blob `id` after checking that the index knows it as a
+    /// tree blob (what `check` uses: a data blob in a tree's place is
+    /// reported as such rather than as undecodable).
+    pub fn load_tree_checked(&self, id: &Id) -> Result<Tree> {
+        match self.lookup(id)? {
+            Some(loc) if loc.entry.ty == BlobType::Tree => {}
+            Some(_) => return Err(Error::corrupt(format!("blob {id}"), "is not a tree blob")),
+            None => return Err(Error::MissingBlob(id.to_hex())),
         }
-        let n = seg.packs.len();
-        if n > 0 {
-            let sid = index::write_segment(self.backend.as_ref(), &self.keys, &seg)?;
-            self.index()?.absorb(&sid, &seg)?;
-        }
-        Ok(n)
+        self.load_tree(id)
     }
 
     /// Reads and decodes the header of pack `id` of `size` bytes.
@@ -332,65 +279,4 @@ impl Repository {
             .read_range(Kind::Pack, &name, off, hlen as u64)?;
         pack::open_header(&self.keys, &what, &sealed, off)
     }
-
-    /// Rebuilds `index/` from pack headers alone (`repair index`): writes one
-    /// new segment for all readable packs, then removes the old segments.
-    pub fn repair_index(&self) -> Result<RepairReport> {
-        let mut report = RepairReport::default();
-        let old = self.backend.list(Kind::Index)?;
-        let mut seg = IndexSegment::default();
-        let mut written = Vec::new();
-        for e in self.backend.list(Kind::Pack)? {
-            let Ok(id) = Id::from_hex(&e.name) else {
-                report
-                    .problems
-                    .push(format!("{}: name is not an id", Kind::Pack.path(&e.name)));
-                continue;
-            };
-            match self.read_pack_header(&id, e.size) {
-                Ok(blobs) => {
-                    report.packs += 1;
-                    report.blobs += blobs.len();
-                    seg.packs.push(IndexPack {
-                        id,
-                        size: e.size,
-                        blobs,
-                    });
-                }
-                Err(err) => report.problems.push(err.to_string()),
-            }
-            if seg.packs.len() >= 4096 {
-                written.push(index::write_segment(
-                    self.backend.as_ref(),
-                    &self.keys,
-                    &seg,
-                )?);
-                seg = IndexSegment::default();
-            }
-        }
-        if !seg.packs.is_empty() {
-            written.push(index::write_segment(
-                self.backend.as_ref(),
-                &self.keys,
-                &seg,
-            )?);
-        }
-        let keep: HashSet<String> = written.iter().map(Id::to_hex).collect();
-        for e in old {
-            if !keep.contains(&e.name) {
-                self.backend.delete(Kind::Index, &e.name)?;
-            }
-        }
-        self.index()?.clear()?;
-        self.sync_index()?;
-        Ok(report)
-    }
-}
-
-/// What `repair index` found.
-#[derive(Debug, Default, Serialize)]
-pub struct RepairReport {
-    pub packs: usize,
-    pub blobs: usize,
-    pub problems: Vec<String>,
 }

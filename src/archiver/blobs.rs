@@ -1,0 +1,130 @@
+//! Deduplication of new blobs: each chunk or tree is hashed with the keyed
+//! ID function, checked against the blobs this run already sent and the
+//! index, and only new ones go on to the storing stage, in batches of about
+//! 1 MiB so the channel is touched once per batch rather than once per small
+//! file.
+
+use super::store::StoreItem;
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::pack::BlobType;
+use crate::repository::Repository;
+use crossbeam_channel::Sender;
+use std::collections::{HashMap, HashSet};
+
+/// A batch of new blobs goes to the store once it holds this many bytes
+/// or items.
+const BATCH_BYTES: usize = 1 << 20;
+const BATCH_ITEMS: usize = 64;
+
+/// Blobs remembered as sent before the set is pruned against the index.
+const INFLIGHT_LIMIT: usize = 100_000;
+
+/// Where the walk hands its chunks and trees.
+pub(super) struct BlobSink<'r> {
+    repo: &'r Repository,
+    /// The storing stage (None in a dry run).
+    store: Option<Sender<Vec<StoreItem>>>,
+    /// New blobs not yet handed to the store.
+    batch: Vec<StoreItem>,
+    batch_bytes: usize,
+    /// New blobs sent to the store during this run.
+    inflight: HashSet<Id>,
+    /// IDs of all-zero chunks by length.
+    zero_ids: HashMap<usize, Id>,
+    /// Plaintext bytes of the new blobs.
+    pub(super) added_plain: u64,
+}
+
+impl<'r> BlobSink<'r> {
+    /// A sink sending new blobs to `store` (or nowhere, in a dry run).
+    pub(super) fn new(repo: &'r Repository, store: Option<Sender<Vec<StoreItem>>>) -> Self {
+        BlobSink {
+            repo,
+            store,
+            batch: Vec::new(),
+            batch_bytes: 0,
+            inflight: HashSet::new(),
+            zero_ids: HashMap::new(),
+            added_plain: 0,
+        }
+    }
+
+    /// The ID of `data`; all-zero chunks (holes, zeroed images) repeat, so
+    /// each length of them is hashed once.
+    fn id_of(&mut self, ty: BlobType, data: &[u8]) -> Id {
+        let zero = ty == BlobType::Data && data.len() >= 4096 && data.iter().all(|&b| b == 0);
+        if !zero {
+            return self.repo.keys().blob_id(data);
+        }
+        let keys = self.repo.keys();
+        *self
+            .zero_ids
+            .entry(data.len())
+            .or_insert_with(|| keys.blob_id(data))
+    }
+
+    /// Stores one blob unless it is known; returns its ID.
+    pub(super) fn store(&mut self, ty: BlobType, data: &[u8]) -> Result<Id> {
+        let id = self.id_of(ty, data);
+        if self.inflight.contains(&id) || self.repo.index()?.contains(&id)? {
+            return Ok(id);
+        }
+        self.inflight.insert(id);
+        self.added_plain += data.len() as u64;
+        if self.inflight.len() > INFLIGHT_LIMIT {
+            self.forget_indexed()?;
+        }
+        if self.store.is_some() {
+            self.batch_bytes += data.len();
+            self.batch.push(StoreItem {
+                ty,
+                id,
+                data: data.to_vec(),
+            });
+            if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_ITEMS {
+                self.send_batch()?;
+            }
+        }
+        Ok(id)
+    }
+
+    /// Forgets the sent blobs that have reached the index since: keeps
+    /// memory flat however much a run stores.
+    fn forget_indexed(&mut self) -> Result<()> {
+        let index = self.repo.index()?;
+        let mut keep = HashSet::new();
+        for i in self.inflight.drain() {
+            if !index.contains(&i)? {
+                keep.insert(i);
+            }
+        }
+        drop(index);
+        self.inflight = keep;
+        Ok(())
+    }
+
+    /// Hands the pending blobs to the store.
+    pub(super) fn send_batch(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        self.batch_bytes = 0;
+        let batch = std::mem::take(&mut self.batch);
+        if let Some(tx) = &self.store
+            && tx.send(batch).is_err()
+        {
+            // The store stage stopped; its error is reported on join.
+            return Err(Error::internal("the storing stage stopped"));
+        }
+        Ok(())
+    }
+
+    /// Sends what is pending and closes the channel, so the storing stage
+    /// can finish.
+    pub(super) fn close(&mut self) -> Result<()> {
+        let r = self.send_batch();
+        self.store = None;
+        r
+    }
+}

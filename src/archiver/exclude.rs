@@ -1,0 +1,83 @@
+//! Exclude rules of a backup: globs on names and on absolute paths,
+//! `--exclude-if-present` marker files, and `--exclude-caches` (a valid
+//! `CACHEDIR.TAG`). Matching happens before anything below an excluded
+//! directory is read.
+
+use super::BackupOptions;
+use crate::error::{Error, Result};
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use std::fs::File;
+use std::path::Path;
+
+/// Compiled exclude rules.
+pub(super) struct Excluder {
+    by_name: GlobSet,
+    by_path: GlobSet,
+    if_present: Vec<String>,
+    caches: bool,
+}
+
+const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
+
+impl Excluder {
+    pub(super) fn new(o: &BackupOptions) -> Result<Self> {
+        let mut by_name = GlobSetBuilder::new();
+        let mut by_path = GlobSetBuilder::new();
+        for pat in &o.excludes {
+            let g = globset::GlobBuilder::new(pat)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| Error::Usage(format!("invalid exclude pattern {pat:?}: {e}")))?;
+            if pat.contains('/') {
+                by_path.add(g);
+                // A pattern naming a directory excludes what is beneath it.
+                if let Ok(g2) = Glob::new(&format!("{}/**", pat.trim_end_matches('/'))) {
+                    by_path.add(g2);
+                }
+            } else {
+                by_name.add(g);
+            }
+        }
+        Ok(Excluder {
+            by_name: by_name
+                .build()
+                .map_err(|e| Error::Usage(format!("exclude patterns: {e}")))?,
+            by_path: by_path
+                .build()
+                .map_err(|e| Error::Usage(format!("exclude patterns: {e}")))?,
+            if_present: o.exclude_if_present.clone(),
+            caches: o.exclude_caches,
+        })
+    }
+
+    /// `path` is matched against the patterns; `fs_path` is where to look on disk
+    /// (a path the kernel accepts, see [`crate::localfs::child_path`]).
+    pub(super) fn excluded(&self, path: &Path, fs_path: &Path, is_dir: bool) -> bool {
+        if let Some(n) = path.file_name()
+            && self.by_name.is_match(n)
+        {
+            return true;
+        }
+        if self.by_path.is_match(path) {
+            return true;
+        }
+        if is_dir {
+            for f in &self.if_present {
+                if fs_path.join(f).symlink_metadata().is_ok() {
+                    return true;
+                }
+            }
+            if self.caches
+                && let Ok(mut f) = File::open(fs_path.join("CACHEDIR.TAG"))
+            {
+                let mut buf = [0u8; 43];
+                if std::io::Read::read_exact(&mut f, &mut buf).is_ok()
+                    && buf[..] == *CACHEDIR_SIGNATURE
+                {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}

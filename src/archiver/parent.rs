@@ -1,0 +1,74 @@
+//! The parent snapshot's trees, loaded lazily one per directory depth as the
+//! walk goes down, so a warm scan compares each entry with its old node
+//! without holding the whole parent tree in memory.
+
+use crate::error::Result;
+use crate::id::Id;
+use crate::localfs::components;
+use crate::repository::Repository;
+use crate::tree::{Node, NodeKind, Tree};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Lazily loaded trees of the parent snapshot, one per directory depth.
+pub(super) struct ParentTrees<'r> {
+    repo: &'r Repository,
+    root: Option<Id>,
+    /// `levels[d]` = (absolute dir path of depth d, its old tree).
+    levels: Vec<(PathBuf, Option<Arc<Tree>>)>,
+}
+
+impl<'r> ParentTrees<'r> {
+    pub(super) fn new(repo: &'r Repository, root: Option<Id>) -> Self {
+        ParentTrees {
+            repo,
+            root,
+            levels: Vec::new(),
+        }
+    }
+
+    /// The parent snapshot's tree of absolute directory `dir`.
+    pub(super) fn tree_of(&mut self, dir: &Path) -> Result<Option<Arc<Tree>>> {
+        let Some(root) = self.root else {
+            return Ok(None);
+        };
+        let comps = components(dir);
+        let depth = comps.len();
+        if let Some((p, t)) = self.levels.get(depth)
+            && p == dir
+        {
+            return Ok(t.clone());
+        }
+        let tree = if depth == 0 {
+            Some(Arc::new(self.repo.load_tree(&root)?))
+        } else {
+            let parent = dir.parent().unwrap_or(Path::new("/"));
+            match self.tree_of(parent)? {
+                Some(pt) => match pt.find(comps[depth - 1]) {
+                    Some(n) if n.kind == NodeKind::Dir => match n.subtree {
+                        Some(s) => Some(Arc::new(self.repo.load_tree(&s)?)),
+                        None => None,
+                    },
+                    _ => None,
+                },
+                None => None,
+            }
+        };
+        self.levels.truncate(depth);
+        while self.levels.len() < depth {
+            self.levels.push((PathBuf::new(), None));
+        }
+        self.levels.push((dir.to_path_buf(), tree.clone()));
+        Ok(tree)
+    }
+
+    pub(super) fn node_of(&mut self, path: &Path) -> Result<Option<Node>> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(None);
+        };
+        Ok(self
+            .tree_of(parent)?
+            .and_then(|t| t.find(name.as_bytes()).cloned()))
+    }
+}

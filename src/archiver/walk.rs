@@ -1,0 +1,257 @@
+//! The walk of a backup: depth first in byte order of names, building each
+//! entry's node from its metadata, reusing the parent snapshot's node for an
+//! unchanged file (same size, mtime, ctime and inode) and its tree blob for
+//! an unchanged directory, reading changed files ([`super::file`]) and
+//! storing trees bottom-up.
+
+use super::BackupOptions;
+use super::blobs::BlobSink;
+use super::exclude::Excluder;
+use super::parent::ParentTrees;
+use crate::chunker::Chunker;
+use crate::error::Result;
+use crate::id::Id;
+use crate::localfs::{self, Anchor, meta::Owners, meta::node_from_metadata};
+use crate::pack::BlobType;
+use crate::progress::Progress;
+use crate::snapshot::Summary;
+use crate::tree::{Node, NodeKind, Tree};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// One backup's walk: its options, the parent's trees, the sink new blobs
+/// go to, and what it has counted and found so far.
+pub(super) struct Archiver<'r, 'p> {
+    pub(super) opts: &'r BackupOptions,
+    pub(super) blobs: BlobSink<'r>,
+    pub(super) parent: ParentTrees<'r>,
+    pub(super) owners: Owners,
+    pub(super) summary: Summary,
+    /// One line per path that could not be read (completely).
+    pub(super) warnings: Vec<String>,
+    pub(super) progress: &'p dyn Progress,
+    pub(super) chunker: Chunker,
+    /// The read buffer, reused across files.
+    pub(super) buf: Vec<u8>,
+    pub(super) excluder: Excluder,
+    /// The tree of the directory finished last (the root of a walk).
+    pub(super) last_tree: Option<Tree>,
+}
+
+impl Archiver<'_, '_> {
+    /// Whether `old` (from the parent snapshot) is the same inode with the
+    /// same ctime: then its extended attributes (and a symlink's target)
+    /// cannot have changed, since changing them moves the ctime.
+    fn unchanged_inode(&self, node: &Node, old: Option<&Node>) -> bool {
+        matches!(old, Some(o) if !self.opts.force
+            && o.kind == node.kind
+            && o.inode == node.inode
+            && o.device == node.device
+            && o.ctime_ns == node.ctime_ns)
+    }
+
+    /// The node for `path` from its metadata and extended attributes, with
+    /// the parent snapshot's node for it and whether that is the same,
+    /// unchanged inode (then its attributes are reused, not read again).
+    fn base_node(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        md: &std::fs::Metadata,
+    ) -> Result<(Node, Option<Node>, bool)> {
+        let name = path
+            .file_name()
+            .map(|n| n.as_bytes().to_vec())
+            .unwrap_or_default();
+        let mut node = node_from_metadata(name, md, &mut self.owners, self.opts.with_atime);
+        let old = self.parent.node_of(path)?;
+        let same = self.unchanged_inode(&node, old.as_ref());
+        if node.kind != NodeKind::Socket {
+            node.xattrs = match (&old, same) {
+                (Some(o), true) => o.xattrs.clone(),
+                _ => self.read_xattrs(path, fs_path),
+            };
+        }
+        Ok((node, old, same))
+    }
+
+    /// Builds the node for one non-directory entry.
+    fn entry_node(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        md: &std::fs::Metadata,
+    ) -> Result<Option<Node>> {
+        let (mut node, old, same) = self.base_node(path, fs_path, md)?;
+        match node.kind {
+            // A symlink's target cannot change without a new inode.
+            NodeKind::Symlink if same => {
+                node.link_target = old
+                    .as_ref()
+                    .map(|o| o.link_target.clone())
+                    .unwrap_or_default();
+            }
+            NodeKind::Symlink => match std::fs::read_link(fs_path) {
+                Ok(t) => node.link_target = t.as_os_str().as_bytes().to_vec(),
+                Err(e) => {
+                    self.warnings
+                        .push(format!("{}: cannot read link: {e}", path.display()));
+                    return Ok(None);
+                }
+            },
+            NodeKind::File => {
+                self.summary.total_files += 1;
+                if let Some(o) = &old
+                    && !self.opts.force
+                    && o.kind == NodeKind::File
+                    && o.size == node.size
+                    && o.mtime_ns == node.mtime_ns
+                    && o.ctime_ns == node.ctime_ns
+                    && o.inode == node.inode
+                {
+                    node.content = o.content.clone();
+                    self.summary.files_unmodified += 1;
+                    self.summary.total_bytes += node.size;
+                    self.progress.bytes(node.size);
+                    return Ok(Some(node));
+                }
+                match self.read_file(path, fs_path, &mut node, md)? {
+                    Ok(()) => {}
+                    Err(msg) => {
+                        self.warnings.push(msg);
+                        // A file that changed while read keeps what was read;
+                        // one that could not be opened or read is left out.
+                        if node.content.is_empty() && node.size > 0 || !path.exists() {
+                            self.summary.total_files -= 1;
+                            return Ok(None);
+                        }
+                        if node.content.is_empty() && node.size == 0 && md.len() > 0 {
+                            self.summary.total_files -= 1;
+                            return Ok(None);
+                        }
+                    }
+                }
+                self.summary.total_bytes += node.size;
+                if old.is_some() {
+                    self.summary.files_changed += 1;
+                } else {
+                    self.summary.files_new += 1;
+                }
+            }
+            _ => {}
+        }
+        Ok(Some(node))
+    }
+
+    /// Encodes and stores a directory's tree, reusing the parent's blob ID
+    /// when the entries are identical.
+    fn dir_node(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        md: &std::fs::Metadata,
+        children: Vec<Node>,
+    ) -> Result<Node> {
+        let (mut node, old, _) = self.base_node(path, fs_path, md)?;
+        let mut tree = Tree { nodes: children };
+        tree.canonicalize();
+        let old_tree = match &old {
+            Some(o) if o.kind == NodeKind::Dir => self.parent.tree_of(path)?,
+            _ => None,
+        };
+        if let (Some(o), Some(ot)) = (&old, &old_tree)
+            && **ot == tree
+        {
+            node.subtree = o.subtree;
+            self.summary.dirs_unmodified += 1;
+            self.last_tree = Some(tree);
+            return Ok(node);
+        }
+        node.subtree = Some(self.store_tree(&tree)?);
+        self.last_tree = Some(tree);
+        if old.is_some() {
+            self.summary.dirs_changed += 1;
+        } else {
+            self.summary.dirs_new += 1;
+        }
+        Ok(node)
+    }
+
+    pub(super) fn store_tree(&mut self, tree: &Tree) -> Result<Id> {
+        let bytes = tree.encode()?;
+        self.blobs.store(BlobType::Tree, &bytes)
+    }
+
+    /// Backs up one absolute path; returns its node (None if excluded or unreadable).
+    pub(super) fn backup_path(&mut self, root: &Path) -> Result<Option<Node>> {
+        let md = match root.symlink_metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                self.warnings.push(format!("{}: {e}", root.display()));
+                return Ok(None);
+            }
+        };
+        if !md.is_dir() {
+            return self.entry_node(root, root, &md);
+        }
+        self.walk_dir(root, root, &md, md.dev()).map(Some)
+    }
+
+    /// Backs up directory `path` and everything below it (depth first, in
+    /// byte order of names) and returns its node. Excluded entries are
+    /// pruned before anything below them is read.
+    fn walk_dir(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        md: &std::fs::Metadata,
+        root_dev: u64,
+    ) -> Result<Node> {
+        let mut children = Vec::new();
+        // Below a path longer than the kernel takes (PATH_MAX), entries are
+        // reached through this directory's descriptor: `/proc/self/fd/N/name`.
+        let mut anchor: Anchor = None;
+        match localfs::list_dir(fs_path) {
+            Ok(names) => {
+                for name in names {
+                    let child = path.join(&name);
+                    let child_fs_path =
+                        match localfs::child_path(fs_path, &None, &name, &mut anchor) {
+                            Ok((p, _)) => p,
+                            Err(e) => {
+                                self.warnings.push(format!("{}: {e}", child.display()));
+                                continue;
+                            }
+                        };
+                    let cmd = match child_fs_path.symlink_metadata() {
+                        Ok(m) => m,
+                        Err(e) => {
+                            // Vanished since the listing, or unreadable.
+                            self.warnings.push(format!("{}: {e}", child.display()));
+                            continue;
+                        }
+                    };
+                    if self.excluder.excluded(&child, &child_fs_path, cmd.is_dir()) {
+                        continue;
+                    }
+                    let node = if cmd.is_dir() {
+                        if self.opts.one_file_system && cmd.dev() != root_dev {
+                            continue;
+                        }
+                        Some(self.walk_dir(&child, &child_fs_path, &cmd, root_dev)?)
+                    } else {
+                        self.entry_node(&child, &child_fs_path, &cmd)?
+                    };
+                    if let Some(n) = node {
+                        children.push(n);
+                    }
+                }
+            }
+            Err(e) => self
+                .warnings
+                .push(format!("{}: cannot read directory: {e}", path.display())),
+        }
+        self.dir_node(path, fs_path, md, children)
+    }
+}

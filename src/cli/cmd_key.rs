@@ -1,0 +1,129 @@
+//! `larder key list|add|remove|passwd`: manage the key files that open the
+//! repository.
+
+use super::Global;
+use super::global::new_key;
+use super::output::print_json;
+use crate::error::Result;
+use crate::keys::KeyInfo;
+use crate::repository::Repository;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Manage the keys that open the repository.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    cmd: KeyCmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum KeyCmd {
+    /// List key files.
+    #[command(after_help = "Example:\n  larder key list")]
+    List,
+    /// Add a key (new passphrase, or an age recipient).
+    #[command(
+        after_help = "Examples:\n  larder key add --new-password-file ~/.config/larder/second\n  \
+        larder key add --recipient age1..."
+    )]
+    Add {
+        #[arg(long)]
+        new_password_file: Option<PathBuf>,
+        #[arg(long)]
+        recipient: Option<String>,
+    },
+    /// Remove a key by id (or unique prefix).
+    #[command(after_help = "Example:\n  larder key remove 1a2b3c4d")]
+    Remove { id: String },
+    /// Replace the key in use with a new passphrase.
+    #[command(after_help = "Example:\n  larder key passwd")]
+    Passwd {
+        #[arg(long)]
+        new_password_file: Option<PathBuf>,
+    },
+}
+
+/// A key as `key list --json` shows it.
+#[derive(Serialize)]
+struct KeyLine<'a> {
+    #[serde(flatten)]
+    key: &'a KeyInfo,
+    current: bool,
+}
+
+/// The id of a key added.
+#[derive(Serialize)]
+struct Added {
+    id: String,
+}
+
+pub fn run(g: &Global, a: Args) -> Result<i32> {
+    let repo = g.open()?;
+    match a.cmd {
+        KeyCmd::List => list(g, &repo)?,
+        KeyCmd::Add {
+            new_password_file,
+            recipient,
+        } => {
+            let key = new_key(g, recipient.as_deref(), new_password_file.as_deref(), false)?;
+            let id = repo.add_key(&key)?;
+            if g.json {
+                print_json(&Added { id: id.to_hex() });
+            } else if !g.quiet {
+                println!("saved new key as {id}");
+            }
+        }
+        KeyCmd::Remove { id } => {
+            repo.remove_key(&id)?;
+            if !g.quiet {
+                println!("removed key {id}");
+            }
+        }
+        KeyCmd::Passwd { new_password_file } => {
+            let key = new_key(g, None, new_password_file.as_deref(), false)?;
+            let id = repo.change_key(&key)?;
+            if !g.quiet {
+                println!(
+                    "saved new key as {id}; removed the old key {}",
+                    repo.key_id()
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn list(g: &Global, repo: &Repository) -> Result<()> {
+    let keys = crate::keys::list_keys(repo.backend())?;
+    let cur = repo.key_id().to_hex();
+    if g.json {
+        let arr: Vec<_> = keys
+            .iter()
+            .map(|k| KeyLine {
+                key: k,
+                current: k.id == cur,
+            })
+            .collect();
+        print_json(&arr);
+        return Ok(());
+    }
+    println!(
+        " {:<10} {:<11} {:<12} {:<16} created",
+        "ID", "Kind", "User", "Host"
+    );
+    for k in keys {
+        println!(
+            "{}{:<10} {:<11} {:<12} {:<16} {}",
+            if k.id == cur { "*" } else { " " },
+            &k.id[..8],
+            format!("{:?}", k.kind).to_lowercase(),
+            k.username,
+            k.hostname,
+            jiff::Timestamp::from_second(k.created)
+                .map(|t| t.to_string())
+                .unwrap_or_default()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! `larder ls`: list the files in a snapshot.
+
+use super::Global;
+use super::filter::FilterArgs;
+use super::output::{mode_string, print_json};
+use crate::error::Result;
+use crate::snapshot;
+use crate::tree::{Node, NodeKind};
+use crate::walker;
+use serde::Serialize;
+
+/// List the files in a snapshot.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  larder ls latest\n  larder ls latest /home/me/Documents -l")]
+pub struct Args {
+    snapshot: String,
+    /// Only list below this path.
+    path: Option<String>,
+    /// Long listing.
+    #[arg(short, long)]
+    long: bool,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+/// The first `--json` line: the snapshot listed.
+#[derive(Serialize)]
+struct SnapshotLine<'a> {
+    message_type: &'static str,
+    id: String,
+    time: String,
+    paths: &'a [String],
+    tree: String,
+}
+
+/// One node as `--json` shows it.
+#[derive(Serialize)]
+struct NodeLine<'a> {
+    message_type: &'static str,
+    path: &'a str,
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    user: &'a str,
+    group: &'a str,
+    size: u64,
+    mtime_ns: i64,
+    links: u64,
+    link_target: Option<String>,
+}
+
+fn link_target(n: &Node) -> Option<String> {
+    (n.kind == NodeKind::Symlink).then(|| String::from_utf8_lossy(&n.link_target).into_owned())
+}
+
+fn print_node(json: bool, long: bool, p: &str, n: &Node) {
+    if json {
+        print_json(&NodeLine {
+            message_type: "node",
+            path: p,
+            name: n.name_lossy(),
+            kind: n.kind.word(),
+            mode: n.mode,
+            uid: n.uid,
+            gid: n.gid,
+            user: &n.user,
+            group: &n.group,
+            size: n.size,
+            mtime_ns: n.mtime_ns,
+            links: n.links,
+            link_target: link_target(n),
+        });
+    } else if long {
+        println!("{}", long_line(p, n));
+    } else {
+        println!("{p}");
+    }
+}
+
+/// One `ls -l` style line.
+fn long_line(p: &str, n: &Node) -> String {
+    let t = jiff::Timestamp::from_nanosecond(n.mtime_ns as i128)
+        .map(|t| {
+            t.to_zoned(jiff::tz::TimeZone::system())
+                .strftime("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_default();
+    let target = link_target(n)
+        .map(|t| format!(" -> {t}"))
+        .unwrap_or_default();
+    let user = if n.user.is_empty() {
+        n.uid.to_string()
+    } else {
+        n.user.clone()
+    };
+    let group = if n.group.is_empty() {
+        n.gid.to_string()
+    } else {
+        n.group.clone()
+    };
+    format!(
+        "{}{} {:>8} {:>8} {:>12} {} {}{}",
+        n.kind.letter(),
+        mode_string(n.mode),
+        user,
+        group,
+        n.size,
+        t,
+        p,
+        target
+    )
+}
+
+pub fn run(g: &Global, a: Args) -> Result<i32> {
+    let repo = g.open()?;
+    let (sid, snap) = snapshot::resolve(&repo, &a.snapshot, &a.filter.filter())?;
+    if g.json {
+        print_json(&SnapshotLine {
+            message_type: "snapshot",
+            id: sid.to_hex(),
+            time: snap.time_rfc3339(),
+            paths: &snap.paths,
+            tree: snap.tree.to_hex(),
+        });
+    } else if !g.quiet {
+        println!(
+            "snapshot {} of {:?} at {}:",
+            sid.short(),
+            snap.paths,
+            snap.time_local()
+        );
+    }
+    let (json, long) = (g.json, a.long);
+    walker::walk(&repo, snap.tree, a.path.as_deref(), &mut |p, n| {
+        print_node(json, long, p, n)
+    })?;
+    Ok(0)
+}

@@ -1,0 +1,130 @@
+//! `larder restore`: recreate a snapshot (or a path in it) in a directory.
+
+use super::Global;
+use super::filter::FilterArgs;
+use super::output::print_json;
+use crate::error::Result;
+use crate::restorer::{self, Overwrite, RestoreOptions};
+use crate::snapshot;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Restore a snapshot (or `SNAPSHOT:SUBPATH`) into a directory.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  larder restore latest --target /tmp/restore\n  \
+    larder restore latest:/home/me/Documents --target /tmp/docs --include '*.odt'"
+)]
+pub struct Args {
+    /// Snapshot id, prefix or `latest`, optionally followed by `:SUBPATH`.
+    snapshot: String,
+    /// Directory to restore into.
+    #[arg(short, long)]
+    target: PathBuf,
+    /// Restore only paths matching this glob (repeatable).
+    #[arg(long)]
+    include: Vec<String>,
+    /// Skip paths matching this glob (repeatable).
+    #[arg(long)]
+    exclude: Vec<String>,
+    /// Show what would be restored without writing.
+    #[arg(long)]
+    dry_run: bool,
+    /// What to do with files that already exist in the target.
+    #[arg(long, value_enum, default_value_t = OverwriteArg::Never)]
+    overwrite: OverwriteArg,
+    /// Restore owners by numeric uid/gid, ignoring recorded names.
+    #[arg(long)]
+    numeric_owner: bool,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+/// `--overwrite` values (see [`Overwrite`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OverwriteArg {
+    /// Replace it.
+    Always,
+    /// Replace it unless its size and mtime already match the snapshot.
+    IfChanged,
+    /// Leave it and report it as skipped (the default: a restore never
+    /// destroys data that is not in the snapshot unless asked to).
+    Never,
+}
+
+impl From<OverwriteArg> for Overwrite {
+    fn from(o: OverwriteArg) -> Self {
+        match o {
+            OverwriteArg::Always => Overwrite::Always,
+            OverwriteArg::IfChanged => Overwrite::IfChanged,
+            OverwriteArg::Never => Overwrite::Never,
+        }
+    }
+}
+
+/// The `--json` summary.
+#[derive(Serialize)]
+struct RestoreSummary<'a> {
+    snapshot_id: String,
+    files_restored: u64,
+    dirs_restored: u64,
+    bytes_restored: u64,
+    skipped: usize,
+    errors: &'a [String],
+    dry_run: bool,
+}
+
+pub fn run(g: &Global, a: Args) -> Result<i32> {
+    let repo = g.open()?;
+    let (reference, sub) = match a.snapshot.split_once(':') {
+        Some((r, s)) => (r, Some(s)),
+        None => (a.snapshot.as_str(), None),
+    };
+    let (sid, snap) = snapshot::resolve(&repo, reference, &a.filter.filter())?;
+    let opts = RestoreOptions {
+        target: a.target.clone(),
+        include: a.include,
+        exclude: a.exclude,
+        dry_run: a.dry_run,
+        overwrite: a.overwrite.into(),
+        numeric_owner: a.numeric_owner,
+    };
+    let rep = restorer::restore(&repo, &snap, sub, &opts)?;
+    for s in &rep.skipped {
+        eprintln!("skipped: {s}");
+    }
+    for e in &rep.errors {
+        eprintln!("error: {e}");
+    }
+    if g.json {
+        print_json(&RestoreSummary {
+            snapshot_id: sid.to_hex(),
+            files_restored: rep.files,
+            dirs_restored: rep.dirs,
+            bytes_restored: rep.bytes,
+            skipped: rep.skipped.len(),
+            errors: &rep.errors,
+            dry_run: a.dry_run,
+        });
+    } else if !g.quiet {
+        let skipped = if rep.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", {} skipped", rep.skipped.len())
+        };
+        println!(
+            "{} snapshot {} to {}: {} files, {} dirs, {} bytes{skipped}",
+            if a.dry_run {
+                "would restore"
+            } else {
+                "restored"
+            },
+            sid.short(),
+            a.target.display(),
+            rep.files,
+            rep.dirs,
+            rep.bytes,
+        );
+    }
+    Ok(if rep.errors.is_empty() { 0 } else { 1 })
+}

@@ -1,0 +1,166 @@
+//! Options every command takes, and what they resolve to: the repository's
+//! backend, the cache directory, and the credential (passphrase from the
+//! environment, a file, a command or a prompt; or an age identity).
+
+use crate::backend::LocalBackend;
+use crate::error::{Error, Result};
+use crate::keys::{Credential, DEFAULT_WORK_FACTOR, NewKey};
+use crate::repository::{self, Repository};
+use age::secrecy::SecretString;
+use clap::Args;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Global options shared by every command.
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// Repository location (a local directory).
+    #[arg(short = 'r', long = "repo", env = "LARDER_REPOSITORY", global = true)]
+    pub repo: Option<PathBuf>,
+    /// Read the repository passphrase from this file (first line).
+    #[arg(long, env = "LARDER_PASSWORD_FILE", global = true)]
+    pub password_file: Option<PathBuf>,
+    /// Run this shell command and use its first output line as the passphrase.
+    #[arg(long, env = "LARDER_PASSWORD_COMMAND", global = true)]
+    pub password_command: Option<String>,
+    /// Open the repository with this age identity file instead of a passphrase.
+    #[arg(long, env = "LARDER_IDENTITY_FILE", global = true)]
+    pub identity: Option<PathBuf>,
+    /// Where the local index cache lives.
+    #[arg(long, env = "LARDER_CACHE_DIR", global = true)]
+    pub cache_dir: Option<PathBuf>,
+    /// scrypt work factor (log2 N) for new passphrase keys.
+    #[arg(long, env = "LARDER_KDF_WORK_FACTOR", global = true, default_value_t = DEFAULT_WORK_FACTOR, hide = true)]
+    pub kdf_work_factor: u8,
+    /// Print machine-readable JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Print only errors and warnings.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+impl Global {
+    /// The repository location, or an error telling how to give one.
+    pub fn repo_path(&self) -> Result<PathBuf> {
+        self.repo.clone().ok_or_else(|| {
+            Error::Usage("no repository given: use --repo or set LARDER_REPOSITORY".into())
+        })
+    }
+
+    /// The storage backend for the repository location.
+    pub fn backend(&self) -> Result<Arc<LocalBackend>> {
+        Ok(Arc::new(LocalBackend::new(self.repo_path()?)))
+    }
+
+    /// The cache directory in force.
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cache_dir
+            .clone()
+            .unwrap_or_else(repository::default_cache_dir)
+    }
+
+    /// The passphrase from LARDER_PASSWORD, a file, a command, or a prompt.
+    pub fn passphrase(&self, prompt: &str) -> Result<SecretString> {
+        if let Some(p) = std::env::var_os("LARDER_PASSWORD").filter(|p| !p.is_empty()) {
+            return Ok(SecretString::from(p.to_string_lossy().into_owned()));
+        }
+        if let Some(f) = &self.password_file {
+            return read_password_file(f);
+        }
+        if let Some(cmd) = &self.password_command {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| Error::Usage(format!("password command {cmd:?}: {e}")))?;
+            if !out.status.success() {
+                return Err(Error::Usage(format!(
+                    "password command {cmd:?} failed with {}",
+                    out.status
+                )));
+            }
+            let s = String::from_utf8_lossy(&out.stdout);
+            return Ok(SecretString::from(
+                s.lines().next().unwrap_or("").to_string(),
+            ));
+        }
+        prompt_password(prompt)
+    }
+
+    /// The credential that opens the repository.
+    pub fn credential(&self) -> Result<Credential> {
+        if let Some(id) = &self.identity {
+            return Credential::identity_file(id);
+        }
+        Ok(Credential::Passphrase(
+            self.passphrase("enter password for repository: ")?,
+        ))
+    }
+
+    /// Opens the repository.
+    pub fn open(&self) -> Result<Repository> {
+        let backend = self.backend()?;
+        Repository::open(backend, &self.credential()?, &self.cache_dir())
+    }
+}
+
+/// Reads the first line of a password file.
+pub fn read_password_file(f: &std::path::Path) -> Result<SecretString> {
+    let s = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
+    Ok(SecretString::from(
+        s.lines().next().unwrap_or("").to_string(),
+    ))
+}
+
+/// Prompts on the terminal (never echoes); refuses when not on a terminal.
+pub fn prompt_password(prompt: &str) -> Result<SecretString> {
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Usage(
+            "no password given: set LARDER_PASSWORD, LARDER_PASSWORD_FILE or LARDER_PASSWORD_COMMAND, or run on a terminal".into(),
+        ));
+    }
+    rpassword::prompt_password(prompt)
+        .map(SecretString::from)
+        .map_err(|e| Error::Usage(format!("cannot read password: {e}")))
+}
+
+/// A new key from `--recipient`, `--new-password-file`, or a doubled prompt.
+pub fn new_key(
+    g: &Global,
+    recipient: Option<&str>,
+    new_password_file: Option<&std::path::Path>,
+    use_global_password: bool,
+) -> Result<NewKey> {
+    if let Some(r) = recipient {
+        let r: age::x25519::Recipient = r
+            .parse()
+            .map_err(|e| Error::Usage(format!("invalid age recipient {r:?}: {e}")))?;
+        return Ok(NewKey::Recipient(r));
+    }
+    let pass = if let Some(f) = new_password_file {
+        read_password_file(f)?
+    } else if use_global_password {
+        g.passphrase("enter password for new repository: ")?
+    } else {
+        let a = prompt_password("enter new password: ")?;
+        let b = prompt_password("enter new password again: ")?;
+        use age::secrecy::ExposeSecret;
+        if a.expose_secret() != b.expose_secret() {
+            return Err(Error::Usage("passwords do not match".into()));
+        }
+        a
+    };
+    {
+        use age::secrecy::ExposeSecret;
+        if pass.expose_secret().is_empty() {
+            return Err(Error::Usage("an empty password is not allowed".into()));
+        }
+    }
+    Ok(NewKey::Passphrase {
+        pass,
+        work_factor: g.kdf_work_factor,
+    })
+}

@@ -1,0 +1,38 @@
+//! Facts about the machine and user running larder, recorded in key files,
+//! locks and snapshots: host name, user name and the current time.
+
+/// This machine's host name ("unknown" if the system will not say).
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The user running larder: `$USER`, `$LOGNAME`, else the name of the uid.
+pub fn username() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+                .unwrap_or_default()
+        })
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Nanoseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,10 @@
+//! The blob index: [`segment`] is the repository's record (encrypted index
+//! segments under `index/`), [`cache`] the local SQLite database built from
+//! them that answers lookups. The two are kept apart: the format of what is
+//! stored never depends on how the cache is laid out.
+
+pub mod cache;
+pub mod segment;
+
+pub use cache::{BlobLocation, Index};
+pub use segment::{IndexPack, IndexSegment, read_segment, write_segment};

@@ -1,0 +1,155 @@
+//! Restore: recreates a snapshot's tree under a target directory.
+//!
+//! Files are planned in batches and their chunks grouped by pack, so each
+//! pack region is read once; blobs are decrypted, decompressed and re-hashed
+//! against their IDs in parallel and written with positioned writes,
+//! skipping all-zero chunks so sparse files stay sparse (a file with a hole
+//! is sized at the end). A file is filled unnamed (`O_TMPFILE`) in a
+//! directory this run created and linked in when complete; elsewhere it is
+//! filled under a temporary name and renamed into place. Either way an
+//! interrupted restore never leaves a partial file under a real name.
+//! Files are created and named relative to their directory's descriptor and
+//! their metadata is set through their own descriptor (no path lookups).
+//!
+//! The snapshot and the target are untrusted: names are checked (no `..`,
+//! `/` or NUL), every directory on the way is verified to be a real
+//! directory (a symlink there is removed, never followed), and files are
+//! created with `O_NOFOLLOW | O_EXCL`. Nothing is written outside the target.
+//!
+//! The parts: [`walk`] (the snapshot's trees → directories, special files
+//! and batches of regular files), [`select`] (include/exclude), [`plan`]
+//! (which pack regions to read), [`files`] (reading, verifying and writing
+//! a batch), [`target`] (the local filesystem side).
+
+mod files;
+mod plan;
+mod select;
+mod target;
+mod walk;
+
+use crate::error::{Error, Result};
+use crate::repository::Repository;
+use crate::snapshot::Snapshot;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::fs;
+use std::path::PathBuf;
+use target::Destination;
+use walk::TreeRestorer;
+
+/// What to do with a file that already exists in the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overwrite {
+    /// Replace it.
+    Always,
+    /// Replace it unless its size and mtime already match the snapshot.
+    IfChanged,
+    /// Leave it and report it as skipped (the default: a restore never
+    /// destroys data that is not in the snapshot unless asked to).
+    Never,
+}
+
+/// Restore options.
+#[derive(Clone, Debug)]
+pub struct RestoreOptions {
+    pub target: PathBuf,
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+    pub dry_run: bool,
+    pub overwrite: Overwrite,
+    pub numeric_owner: bool,
+}
+
+/// What a restore did.
+#[derive(Debug, Default, Serialize)]
+pub struct RestoreReport {
+    pub files: u64,
+    pub dirs: u64,
+    pub bytes: u64,
+    /// Paths left alone (already present, or not restorable such as sockets).
+    pub skipped: Vec<String>,
+    /// Paths that failed, with the reason.
+    pub errors: Vec<String>,
+}
+
+/// Restores `snap` (or its subtree `sub`) into `opts.target`, under a
+/// shared lock on the repository.
+pub fn restore(
+    repo: &Repository,
+    snap: &Snapshot,
+    sub: Option<&str>,
+    opts: &RestoreOptions,
+) -> Result<RestoreReport> {
+    let _lock = repo.lock_shared()?;
+    let root = match sub {
+        Some(s) => crate::walker::tree_at(repo, snap.tree, s)?,
+        None => snap.tree,
+    };
+    if !opts.dry_run {
+        prepare_target(opts)?;
+    }
+    let dest = Destination::new(opts.numeric_owner);
+    let selector = select::Selector::new(&opts.include, &opts.exclude)?;
+    std::thread::scope(|scope| {
+        let mut r = TreeRestorer {
+            repo,
+            dest: &dest,
+            opts,
+            scope,
+            pending: None,
+            selector,
+            report: RestoreReport::default(),
+            batch: Vec::new(),
+            batch_bytes: 0,
+            dirs: Vec::new(),
+            hardlinks: HashMap::new(),
+            links: Vec::new(),
+            tmp_counter: 0,
+            pid: std::process::id(),
+            unselected_dirs: Vec::new(),
+        };
+        let walked = r.tree(&root, &opts.target, None, "", false, None);
+        let flushed = r.flush().and_then(|()| r.join_pending());
+        walked?;
+        flushed?;
+        finish(&dest, &mut r);
+        Ok(r.report)
+    })
+}
+
+/// Makes sure the target is a directory (a symlink to one is followed: the
+/// user named it), creating it if needed.
+fn prepare_target(opts: &RestoreOptions) -> Result<()> {
+    match fs::symlink_metadata(&opts.target) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.file_type().is_symlink() && opts.target.is_dir() => Ok(()),
+        Ok(_) => Err(Error::Usage(format!(
+            "target {} exists and is not a directory",
+            opts.target.display()
+        ))),
+        Err(_) => fs::create_dir_all(&opts.target).map_err(|e| Error::io(&opts.target, e)),
+    }
+}
+
+/// What waits for every file's content: hard links, the removal of
+/// directories made only on the way to included paths, and directory
+/// metadata, deepest first, so writing contents cannot disturb it.
+fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
+    for l in std::mem::take(&mut r.links) {
+        if let Err(e) = target::make_hardlink(&l.existing, &l.dest) {
+            r.report
+                .errors
+                .push(format!("{}: cannot create hard link: {e}", l.shown));
+        }
+    }
+    // Directories that hold nothing included go again (deepest first;
+    // one that is not empty stays).
+    for (d, _anchor) in std::mem::take(&mut r.unselected_dirs) {
+        let _ = fs::remove_dir(&d);
+    }
+    for d in std::mem::take(&mut r.dirs).into_iter().rev() {
+        if let Err(e) = dest.apply_meta(&d.path, &d.node) {
+            r.report.errors.push(format!("{}: {e}", d.shown));
+        }
+    }
+}

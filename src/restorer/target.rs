@@ -1,0 +1,350 @@
+//! The restore target on the local filesystem: creating files (unnamed with
+//! `O_TMPFILE` in directories this run made, else under a temporary name),
+//! giving them their names when complete, directories that are verified to
+//! be real directories (a symlink in the way is removed, never followed),
+//! hard links, and metadata (owner, mode, extended attributes, times) set
+//! through a file's own descriptor where it has one.
+
+use crate::error::{Error, Result};
+use crate::localfs::Anchor;
+use crate::localfs::meta::NameCache;
+use crate::tree::{Node, NodeKind};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
+use std::io::ErrorKind;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One regular file to restore.
+pub(super) struct FileJob {
+    /// The path (valid while `_anchor` is held).
+    pub(super) dest: PathBuf,
+    /// The temporary name in `dir`, where a file is filled unless it can be
+    /// made unnamed.
+    pub(super) tmp: OsString,
+    pub(super) node: Node,
+    /// The path shown in messages.
+    pub(super) shown: String,
+    /// The directory the file goes in, opened once.
+    pub(super) dir: Arc<File>,
+    pub(super) dir_state: DirState,
+    /// Keeps `dest` valid.
+    pub(super) _anchor: Anchor,
+}
+
+/// What is known of the directory a file is created in.
+#[derive(Clone, Copy)]
+pub(super) struct DirState {
+    /// This run created it: nothing in it is in the way.
+    pub(super) fresh: bool,
+    /// A file created in it gets our user and group (no chown needed).
+    pub(super) owned: bool,
+}
+
+/// The process's view of the target: who we are, what the umask gives new
+/// files, whether `O_TMPFILE` works, and the owner names to resolve.
+pub(super) struct Destination {
+    numeric_owner: bool,
+    is_root: bool,
+    /// Whether `O_TMPFILE` works here (cleared at the first refusal).
+    tmpfile: AtomicBool,
+    /// The process umask, if known.
+    umask: Option<u32>,
+    euid: u32,
+    pub(super) egid: u32,
+    names: NameCache,
+}
+
+impl Destination {
+    /// The destination as this process sees it; `numeric_owner` ignores
+    /// recorded user and group names.
+    pub(super) fn new(numeric_owner: bool) -> Self {
+        Destination {
+            numeric_owner,
+            is_root: nix::unistd::geteuid().is_root(),
+            tmpfile: AtomicBool::new(true),
+            umask: read_umask(),
+            euid: nix::unistd::geteuid().as_raw(),
+            egid: nix::unistd::getegid().as_raw(),
+            names: NameCache::default(),
+        }
+    }
+
+    /// Creates the file `job` is filled into: unnamed (`O_TMPFILE`) in a
+    /// directory this run created, so nothing shows until it is linked in
+    /// complete and an interrupted restore leaves nothing behind; otherwise
+    /// (or where the filesystem cannot) under its temporary name. Returns
+    /// the file and whether it is unnamed.
+    pub(super) fn create(&self, job: &FileJob) -> std::io::Result<(File, bool)> {
+        use nix::fcntl::{OFlag, openat};
+        use nix::sys::stat::Mode;
+        let mode = Mode::from_bits_truncate(self.create_mode(&job.node));
+        if job.dir_state.fresh && self.tmpfile.load(Ordering::Relaxed) {
+            match openat(
+                job.dir.as_ref(),
+                ".",
+                OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                mode,
+            ) {
+                Ok(fd) => return Ok((File::from(fd), true)),
+                // Not supported by this filesystem (or kernel).
+                Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
+                    self.tmpfile.store(false, Ordering::Relaxed)
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(job.dir.as_ref(), job.tmp.as_os_str(), flags, mode)?;
+        Ok((File::from(fd), false))
+    }
+
+    /// The permission bits a restored file is created with: its own when
+    /// the umask keeps them all (so no chmod is needed after), otherwise
+    /// owner-only until they are set.
+    fn create_mode(&self, n: &Node) -> u32 {
+        let perm = n.mode & 0o777;
+        match self.umask {
+            Some(m) if perm & m == 0 => perm,
+            _ => 0o600,
+        }
+    }
+
+    /// The owner to give `n`, and whether to set it: always as root,
+    /// otherwise only when it differs from what files are created with (a
+    /// refusal is then reported, not hidden).
+    fn owner(&self, n: &Node) -> (nix::unistd::Uid, nix::unistd::Gid, bool) {
+        let (mut uid, mut gid) = (n.uid, n.gid);
+        if !self.numeric_owner {
+            if let Some(u) = self.names.uid(&n.user) {
+                uid = u;
+            }
+            if let Some(g) = self.names.gid(&n.group) {
+                gid = g;
+            }
+        }
+        let set = self.is_root || uid != self.euid || gid != self.egid;
+        (
+            nix::unistd::Uid::from_raw(uid),
+            nix::unistd::Gid::from_raw(gid),
+            set,
+        )
+    }
+
+    /// Metadata of a regular file being restored, through its descriptor
+    /// (no path lookups); `path` names it in messages. `owned`: it was
+    /// created with our user and group.
+    pub(super) fn apply_file_meta(
+        &self,
+        f: &File,
+        path: &Path,
+        n: &Node,
+        owned: bool,
+    ) -> Result<()> {
+        self.set_meta(MetaTarget::File(f, path), n, owned)
+    }
+
+    /// Ownership (as root), mode (not for symlinks) and times, without
+    /// following a symlink at `path`.
+    pub(super) fn apply_meta(&self, path: &Path, n: &Node) -> Result<()> {
+        self.set_meta(MetaTarget::Path(path), n, false)
+    }
+
+    /// Owner, mode (not for symlinks), extended attributes and times, in
+    /// that order (a chown clears set-id bits, so the mode comes after it).
+    /// What the target refuses is collected into one `Error::Partial`.
+    fn set_meta(&self, at: MetaTarget<'_>, n: &Node, owned: bool) -> Result<()> {
+        use nix::fcntl::{AT_FDCWD, AtFlags};
+        use nix::sys::stat::UtimensatFlags;
+        use nix::sys::time::TimeSpec;
+        use std::os::unix::fs::PermissionsExt;
+        use xattr::FileExt as _;
+        let path = match at {
+            MetaTarget::Path(p) | MetaTarget::File(_, p) => p,
+        };
+        let mut problems = Vec::new();
+        let (uid, gid, set) = self.owner(n);
+        let has_owner = owned && uid.as_raw() == self.euid && gid.as_raw() == self.egid;
+        if set && !has_owner {
+            let r = match at {
+                MetaTarget::File(f, _) => nix::unistd::fchown(f, Some(uid), Some(gid)),
+                MetaTarget::Path(p) => nix::unistd::fchownat(
+                    AT_FDCWD,
+                    p,
+                    Some(uid),
+                    Some(gid),
+                    AtFlags::AT_SYMLINK_NOFOLLOW,
+                ),
+            };
+            if let Err(e) = r {
+                problems.push(format!("cannot set owner {uid}:{gid}: {e}"));
+            }
+        }
+        // A file created with its final mode by its final owner needs no chmod.
+        if n.kind != NodeKind::Symlink && (self.create_mode(n) != n.mode & 0o7777 || !has_owner) {
+            let perm = fs::Permissions::from_mode(n.mode);
+            match at {
+                MetaTarget::File(f, _) => f.set_permissions(perm),
+                MetaTarget::Path(p) => fs::set_permissions(p, perm),
+            }
+            .map_err(|e| Error::io(path, e))?;
+        }
+        for x in &n.xattrs {
+            let name = OsStr::from_bytes(&x.name);
+            let r = match at {
+                MetaTarget::File(f, _) => f.set_xattr(name, &x.value),
+                MetaTarget::Path(p) => xattr::set(p, name, &x.value),
+            };
+            if let Err(e) = r {
+                problems.push(format!(
+                    "cannot set extended attribute {}: {e}",
+                    name.to_string_lossy()
+                ));
+            }
+        }
+        let ts =
+            |ns: i64| TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+        let (atime, mtime) = (
+            n.atime_ns.map(ts).unwrap_or(TimeSpec::UTIME_OMIT),
+            ts(n.mtime_ns),
+        );
+        match at {
+            MetaTarget::File(f, _) => nix::sys::stat::futimens(f, &atime, &mtime),
+            MetaTarget::Path(p) => nix::sys::stat::utimensat(
+                AT_FDCWD,
+                p,
+                &atime,
+                &mtime,
+                UtimensatFlags::NoFollowSymlink,
+            ),
+        }
+        .map_err(|e| Error::io(path, e.into()))?;
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Partial(problems.join("; ")))
+        }
+    }
+}
+
+/// Where [`Destination::set_meta`] applies metadata: a path (never following a
+/// symlink there), or the open descriptor of a file being restored (with
+/// its path for messages).
+#[derive(Clone, Copy)]
+enum MetaTarget<'a> {
+    Path(&'a Path),
+    File(&'a File, &'a Path),
+}
+
+/// Gives a filled file its name: links an unnamed file in, or renames the
+/// temporary name over the destination.
+pub(super) fn put_in_place(job: &FileJob, file: &File, unnamed: bool) -> std::io::Result<()> {
+    use nix::fcntl::{AT_FDCWD, AtFlags};
+    use std::os::fd::AsRawFd;
+    let name = job
+        .dest
+        .file_name()
+        .ok_or_else(|| std::io::Error::from(ErrorKind::InvalidInput))?;
+    if !unnamed {
+        return nix::fcntl::renameat(
+            job.dir.as_ref(),
+            job.tmp.as_os_str(),
+            job.dir.as_ref(),
+            name,
+        )
+        .map_err(Into::into);
+    }
+    // Linking a descriptor itself needs CAP_DAC_READ_SEARCH; its
+    // /proc/self/fd link works for everyone.
+    match nix::unistd::linkat(file, "", job.dir.as_ref(), name, AtFlags::AT_EMPTY_PATH) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EPERM) => {
+            let proc = format!("/proc/self/fd/{}", file.as_raw_fd());
+            nix::unistd::linkat(
+                AT_FDCWD,
+                proc.as_str(),
+                job.dir.as_ref(),
+                name,
+                AtFlags::AT_SYMLINK_FOLLOW,
+            )
+            .map_err(Into::into)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the temporary name of a file that is not restored.
+pub(super) fn remove_tmp(job: &FileJob) {
+    let _ = nix::unistd::unlinkat(
+        job.dir.as_ref(),
+        job.tmp.as_os_str(),
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    );
+}
+
+/// The process umask, read from /proc (reading it with umask(2) would
+/// briefly change it for every thread).
+fn read_umask() -> Option<u32> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+    u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+}
+
+/// Replaces whatever is at `dest` with a hard link to `existing`.
+pub(super) fn make_hardlink(existing: &Path, dest: &Path) -> std::io::Result<()> {
+    match fs::symlink_metadata(dest) {
+        Ok(_) => fs::remove_file(dest)?,
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs::hard_link(existing, dest)
+}
+
+/// Makes `path` a real directory: an existing directory is kept, anything
+/// else there (a symlink, a file) is removed first, never followed. Returns
+/// the new directory's group if it was created now and inherited no
+/// default ACL (which, not the umask, would then decide the modes of files
+/// created in it).
+pub(super) fn safe_mkdir(path: &Path) -> std::io::Result<Option<u32>> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => return Ok(None),
+        Ok(_) => fs::remove_file(path)?,
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    fs::create_dir(path)?;
+    // Owner-only until its own metadata is applied at the end.
+    fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+    if matches!(xattr::get(path, "system.posix_acl_default"), Ok(None)) {
+        Ok(Some(fs::symlink_metadata(path)?.gid()))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Creates a symlink, FIFO or device node at `dest` (owner-only until its
+/// metadata is applied); other kinds are not created here.
+pub(super) fn create_special(dest: &Path, n: &Node) -> Result<()> {
+    use nix::sys::stat::{Mode, SFlag, mknod};
+    let owner_only = Mode::from_bits_truncate(0o600);
+    match n.kind {
+        NodeKind::Symlink => std::os::unix::fs::symlink(OsStr::from_bytes(&n.link_target), dest)
+            .map_err(|e| Error::io(dest, e)),
+        NodeKind::Fifo => {
+            nix::unistd::mkfifo(dest, owner_only).map_err(|e| Error::io(dest, e.into()))
+        }
+        NodeKind::CharDev | NodeKind::BlockDev => {
+            let kind = if n.kind == NodeKind::CharDev {
+                SFlag::S_IFCHR
+            } else {
+                SFlag::S_IFBLK
+            };
+            mknod(dest, kind, owner_only, n.rdev as _).map_err(|e| Error::io(dest, e.into()))
+        }
+        NodeKind::File | NodeKind::Dir | NodeKind::Socket => Ok(()),
+    }
+}

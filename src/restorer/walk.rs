@@ -1,0 +1,365 @@
+//! The walk of a restore: each tree of the snapshot is loaded in turn,
+//! names are checked (no `..`, `/` or NUL), directories are made (really
+//! directories: anything else in the way is removed, never followed),
+//! existing entries are handled as `--overwrite` says, special files are
+//! created on the spot, and regular files are queued in batches that a
+//! writer thread fills ([`super::files`]) while the walk goes on. Hard links
+//! and directory metadata wait for the end.
+
+use super::files::{self, BatchOutcome};
+use super::select::Selector;
+use super::target::{self, DirState, FileJob};
+use super::{Destination, Overwrite, RestoreOptions, RestoreReport};
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::localfs::{self, Anchor};
+use crate::repository::Repository;
+use crate::tree::{Node, NodeKind, is_safe_name};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs::{self, File};
+use std::io::ErrorKind;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// A batch goes to the writer at this many files or bytes.
+const BATCH_FILES: usize = 1024;
+const BATCH_BYTES: u64 = 256 << 20;
+
+/// A directory whose metadata is applied at the end.
+pub(super) struct DirMeta {
+    pub(super) path: PathBuf,
+    pub(super) node: Node,
+    pub(super) shown: String,
+    pub(super) _anchor: Anchor,
+}
+
+/// A hard link to make once every file's content is in place.
+pub(super) struct PendingLink {
+    /// The first restored path of the inode.
+    pub(super) existing: PathBuf,
+    pub(super) dest: PathBuf,
+    pub(super) shown: String,
+    pub(super) _anchors: (Anchor, Anchor),
+}
+
+/// Where one directory's entries go.
+struct DirTarget<'a> {
+    path: &'a Path,
+    /// The directory's own descriptor (None in a dry run).
+    fd: &'a Anchor,
+    /// The group of the directory if this run created it (see [`DirState`]).
+    fresh: Option<u32>,
+}
+
+/// One restore's walk and what it has gathered.
+pub(super) struct TreeRestorer<'scope, 'env> {
+    pub(super) repo: &'env Repository,
+    pub(super) dest: &'env Destination,
+    pub(super) opts: &'env RestoreOptions,
+    pub(super) scope: &'scope Scope<'scope, 'env>,
+    /// The batch being written while the walk goes on.
+    pub(super) pending: Option<ScopedJoinHandle<'scope, Result<BatchOutcome>>>,
+    pub(super) selector: Selector,
+    pub(super) report: RestoreReport,
+    pub(super) batch: Vec<FileJob>,
+    pub(super) batch_bytes: u64,
+    pub(super) dirs: Vec<DirMeta>,
+    /// (device, inode) of multiply-linked files → first restored path.
+    pub(super) hardlinks: HashMap<(u64, u64), (PathBuf, Anchor)>,
+    pub(super) links: Vec<PendingLink>,
+    /// Makes temporary file names unique within this run.
+    pub(super) tmp_counter: u64,
+    pub(super) pid: u32,
+    /// Directories created only to reach included paths.
+    pub(super) unselected_dirs: Vec<(PathBuf, Anchor)>,
+}
+
+impl<'scope, 'env> TreeRestorer<'scope, 'env> {
+    /// Records a problem with `rel` (the root shows as `/`).
+    fn error(&mut self, rel: &str, e: impl std::fmt::Display) {
+        let shown = if rel.is_empty() { "/" } else { rel };
+        self.report.errors.push(format!("{shown}: {e}"));
+    }
+
+    /// Restores tree `id` into `dir` (a path valid while `anchor` lives).
+    /// `fresh`: the group of `dir` if this run created it, so nothing in it
+    /// needs checking before it is created (tree names are unique), and a
+    /// file made in it gets our user and that group.
+    pub(super) fn tree(
+        &mut self,
+        id: &Id,
+        dir: &Path,
+        anchor: Anchor,
+        rel: &str,
+        ancestor_included: bool,
+        fresh: Option<u32>,
+    ) -> Result<()> {
+        let t = match self.repo.load_tree(id) {
+            Ok(t) => t,
+            Err(e) => {
+                self.error(rel, e);
+                return Ok(());
+            }
+        };
+        // This directory's descriptor: files are created and named relative
+        // to it (no path lookups), and paths beyond PATH_MAX go through it.
+        let dirfd: Anchor = if self.opts.dry_run {
+            None
+        } else {
+            match localfs::open_dir_path(dir) {
+                Ok(f) => Some(Arc::new(f)),
+                Err(e) => {
+                    self.error(rel, e);
+                    return Ok(());
+                }
+            }
+        };
+        let target = DirTarget {
+            path: dir,
+            fd: &dirfd,
+            fresh,
+        };
+        let mut local: Anchor = dirfd.clone();
+        for n in t.nodes {
+            let shown = format!("{rel}/{}", n.name_lossy());
+            if !is_safe_name(&n.name) {
+                self.report.errors.push(format!(
+                    "{shown:?}: refusing an unsafe name from the snapshot"
+                ));
+                continue;
+            }
+            let (visible, included) = self.selector.selected(&shown, ancestor_included);
+            if !visible {
+                continue;
+            }
+            let name = OsStr::from_bytes(&n.name);
+            let (path, path_anchor) = match localfs::child_path(dir, &anchor, name, &mut local) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.error(&shown, e);
+                    continue;
+                }
+            };
+            if n.kind == NodeKind::Dir {
+                self.dir(path, path_anchor, shown, n, included)?;
+            } else if included && let Err(e) = self.entry(&path, path_anchor, &shown, n, &target) {
+                self.error(&shown, e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores directory node `n` at `path` and what is below it. An
+    /// included directory is made and gets its metadata at the end; one
+    /// that is only on the way to included paths is made if it has entries
+    /// and removed again at the end if nothing was restored in it.
+    fn dir(
+        &mut self,
+        path: PathBuf,
+        anchor: Anchor,
+        shown: String,
+        n: Node,
+        included: bool,
+    ) -> Result<()> {
+        let mut created = None;
+        if !self.opts.dry_run && (included || n.subtree.is_some()) {
+            match target::safe_mkdir(&path) {
+                Ok(c) => created = c,
+                Err(e) => {
+                    self.error(&shown, e);
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(s) = n.subtree {
+            self.tree(&s, &path, anchor.clone(), &shown, included, created)?;
+        }
+        if included {
+            self.report.dirs += 1;
+            if !self.opts.dry_run {
+                self.dirs.push(DirMeta {
+                    path,
+                    node: n,
+                    shown,
+                    _anchor: anchor,
+                });
+            }
+        } else if !self.opts.dry_run {
+            self.unselected_dirs.push((path, anchor));
+        }
+        Ok(())
+    }
+
+    /// Decides about an existing entry; returns false to skip the node.
+    fn clear_existing(&mut self, dest: &Path, shown: &str, n: &Node) -> std::io::Result<bool> {
+        let md = match fs::symlink_metadata(dest) {
+            Ok(m) => m,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(e),
+        };
+        let ft = md.file_type();
+        if ft.is_symlink() {
+            // Replaced, never followed.
+            fs::remove_file(dest)?;
+            return Ok(true);
+        }
+        if ft.is_dir() {
+            self.report
+                .skipped
+                .push(format!("{shown}: a directory is in the way"));
+            return Ok(false);
+        }
+        let same = ft.is_file()
+            && n.kind == NodeKind::File
+            && md.len() == n.size
+            && md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128 == n.mtime_ns as i128;
+        let replace = match self.opts.overwrite {
+            Overwrite::Always => true,
+            Overwrite::IfChanged => !same,
+            Overwrite::Never => false,
+        };
+        if !replace {
+            self.report.skipped.push(format!(
+                "{shown}: already exists{}",
+                if same { " (unchanged)" } else { "" }
+            ));
+            return Ok(false);
+        }
+        if !ft.is_file() {
+            fs::remove_file(dest)?;
+        }
+        Ok(true)
+    }
+
+    /// Restores one non-directory node at `path` in directory `dir`.
+    fn entry(
+        &mut self,
+        path: &Path,
+        anchor: Anchor,
+        shown: &str,
+        n: Node,
+        dir: &DirTarget<'_>,
+    ) -> Result<()> {
+        if n.kind == NodeKind::Socket {
+            self.report
+                .skipped
+                .push(format!("{shown}: sockets are recorded but not restored"));
+            return Ok(());
+        }
+        if self.opts.dry_run {
+            if n.kind == NodeKind::File {
+                self.report.files += 1;
+                self.report.bytes += n.size;
+            }
+            return Ok(());
+        }
+        if dir.fresh.is_none()
+            && !self
+                .clear_existing(path, shown, &n)
+                .map_err(|e| Error::io(path, e))?
+        {
+            return Ok(());
+        }
+        if n.kind == NodeKind::File && n.links > 1 && self.link_to_earlier(path, &anchor, shown, &n)
+        {
+            return Ok(());
+        }
+        if n.kind != NodeKind::File {
+            target::create_special(path, &n)?;
+            return self.dest.apply_meta(path, &n);
+        }
+        let fd = dir.fd.clone().ok_or_else(|| {
+            Error::internal(format!(
+                "{shown}: no descriptor for directory {}",
+                dir.path.display()
+            ))
+        })?;
+        let dir_state = DirState {
+            fresh: dir.fresh.is_some(),
+            owned: dir.fresh == Some(self.dest.egid),
+        };
+        self.queue_file(path, anchor, shown, n, fd, dir_state)
+    }
+
+    /// For a file with several links: if an earlier path of the same inode
+    /// was restored, queues a hard link to it and returns true; otherwise
+    /// remembers this path as the inode's first.
+    fn link_to_earlier(&mut self, path: &Path, anchor: &Anchor, shown: &str, n: &Node) -> bool {
+        let key = (n.device, n.inode);
+        if let Some((first, first_anchor)) = self.hardlinks.get(&key) {
+            self.links.push(PendingLink {
+                existing: first.clone(),
+                dest: path.to_path_buf(),
+                shown: shown.to_string(),
+                _anchors: (first_anchor.clone(), anchor.clone()),
+            });
+            self.report.files += 1;
+            return true;
+        }
+        self.hardlinks
+            .insert(key, (path.to_path_buf(), anchor.clone()));
+        false
+    }
+
+    fn queue_file(
+        &mut self,
+        dest: &Path,
+        anchor: Anchor,
+        shown: &str,
+        n: Node,
+        dir: Arc<File>,
+        dir_state: DirState,
+    ) -> Result<()> {
+        self.tmp_counter += 1;
+        let tmp =
+            std::ffi::OsString::from(format!(".larder-restore-{}-{}", self.pid, self.tmp_counter));
+        self.batch_bytes += n.size;
+        self.batch.push(FileJob {
+            dest: dest.to_path_buf(),
+            tmp,
+            node: n,
+            shown: shown.to_string(),
+            dir,
+            dir_state,
+            _anchor: anchor,
+        });
+        if self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Hands the queued files to a writer thread (after the previous batch
+    /// is done), so the walk goes on while content is written.
+    pub(super) fn flush(&mut self) -> Result<()> {
+        self.join_pending()?;
+        let jobs = std::mem::take(&mut self.batch);
+        self.batch_bytes = 0;
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let (repo, dest) = (self.repo, self.dest);
+        self.pending = Some(
+            self.scope
+                .spawn(move || files::write_batch(repo, dest, jobs)),
+        );
+        Ok(())
+    }
+
+    /// Waits for the batch being written and adds it to the report.
+    pub(super) fn join_pending(&mut self) -> Result<()> {
+        if let Some(h) = self.pending.take() {
+            let out = h
+                .join()
+                .map_err(|_| Error::internal("a restore writer thread panicked"))??;
+            self.report.files += out.files;
+            self.report.bytes += out.bytes;
+            self.report.errors.extend(out.errors);
+        }
+        Ok(())
+    }
+}

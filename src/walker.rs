@@ -1,0 +1,118 @@
+//! Walking snapshot trees: resolving a path inside a snapshot to its tree,
+//! visiting every node below a tree depth first (`ls`, `find`), and visiting
+//! every distinct tree reachable from many roots once (`check`, `prune`).
+//! Trees are loaded through [`Repository::load_tree`]; nothing here reads
+//! packs itself.
+
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::repository::Repository;
+use crate::tree::{Node, NodeKind, Tree};
+use std::collections::HashSet;
+
+/// The tree ID of directory `sub` (a `/`-separated path) below `root`.
+pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
+    let mut cur = root;
+    for comp in sub.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        let t = repo.load_tree(&cur)?;
+        let n = t.find(comp.as_bytes()).ok_or_else(|| {
+            Error::Usage(format!("path {sub:?}: {comp:?} not found in the snapshot"))
+        })?;
+        cur = match (n.kind, n.subtree) {
+            (NodeKind::Dir, Some(s)) => s,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "path {sub:?}: {comp:?} is not a directory"
+                )));
+            }
+        };
+    }
+    Ok(cur)
+}
+
+/// Calls `f(path, node)` for every node below `root` (or below `sub`),
+/// depth first, in name order. Paths start with `/`.
+pub fn walk(
+    repo: &Repository,
+    root: Id,
+    sub: Option<&str>,
+    f: &mut dyn FnMut(&str, &Node),
+) -> Result<()> {
+    let sub = sub.unwrap_or("");
+    let start = tree_at(repo, root, sub)?;
+    let prefix = format!("/{}", sub.trim_matches('/'));
+    let prefix = if prefix == "/" { String::new() } else { prefix };
+    walk_tree(repo, &start, &prefix, f)
+}
+
+fn walk_tree(
+    repo: &Repository,
+    id: &Id,
+    prefix: &str,
+    f: &mut dyn FnMut(&str, &Node),
+) -> Result<()> {
+    let t = repo.load_tree(id)?;
+    for n in &t.nodes {
+        let p = format!("{prefix}/{}", n.name_lossy());
+        f(&p, n);
+        if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
+            walk_tree(repo, &s, &p, f)?;
+        }
+    }
+    Ok(())
+}
+
+/// What [`walk_unique`] hands its visitor for each distinct tree.
+pub enum Visit<'a> {
+    /// The tree loaded.
+    Tree {
+        id: Id,
+        /// Where it was first reached, for messages (`snapshot 1a2b3c4d/home/me`).
+        path: &'a str,
+        tree: &'a Tree,
+    },
+    /// The tree could not be loaded (missing, corrupt).
+    Unreadable { id: Id, path: &'a str, error: Error },
+}
+
+/// Visits every distinct tree reachable from `roots` (each a tree ID and a
+/// label for messages) once, loading each with the index's type check.
+/// Subtrees shared by many snapshots are visited once, so the cost follows
+/// the number of distinct trees, not of snapshots. Returns how many
+/// distinct trees were reached.
+pub fn walk_unique(
+    repo: &Repository,
+    roots: impl IntoIterator<Item = (Id, String)>,
+    visit: &mut dyn FnMut(Visit<'_>) -> Result<()>,
+) -> Result<usize> {
+    let mut seen: HashSet<Id> = HashSet::new();
+    let mut stack: Vec<(Id, String)> = roots.into_iter().collect();
+    stack.reverse();
+    while let Some((id, path)) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let tree = match repo.load_tree_checked(&id) {
+            Ok(t) => t,
+            Err(error) => {
+                visit(Visit::Unreadable {
+                    id,
+                    path: &path,
+                    error,
+                })?;
+                continue;
+            }
+        };
+        visit(Visit::Tree {
+            id,
+            path: &path,
+            tree: &tree,
+        })?;
+        for n in tree.nodes.iter().rev() {
+            if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
+                stack.push((s, format!("{path}/{}", n.name_lossy())));
+            }
+        }
+    }
+    Ok(seen.len())
+}
