@@ -127,7 +127,7 @@ use_repo() { # TOOL TAG
     local t=$1 tag=$2
     case $t in
         larder)
-            export LARDER_REPOSITORY=$W/repo-larder-$tag LARDER_CACHE_DIR=$W/cache-larder-$tag
+            export LARDER_REPOSITORY=$W/repo-larder-$tag LARDER_CACHE_DIR=$W/cache-larder-$tag LARDER_STATE_DIR=$W/state-larder-$tag
             export LARDER_PASSWORD=$PASS ;;
         restic)
             export RESTIC_REPOSITORY=$W/repo-restic-$tag RESTIC_CACHE_DIR=$W/cache-restic-$tag

@@ -9,7 +9,7 @@ cargo build --release --quiet
 bin=$PWD/target/release/larder
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export LARDER_REPOSITORY=$work/repo LARDER_CACHE_DIR=$work/cache
+export LARDER_REPOSITORY=$work/repo LARDER_CACHE_DIR=$work/cache LARDER_STATE_DIR=$work/state
 export LARDER_PASSWORD=${LARDER_PASSWORD:-demo passphrase, change me}
 "$bin" init
 "$bin" backup "$src"

@@ -526,7 +526,7 @@ if [ "$MODE" = B ]; then
     SRC=$(cd "$REAL" && pwd -P)
     NAME=$(basename "$SRC")
     say "mode B: larder on $SRC"
-    export LARDER_REPOSITORY=$W/repo LARDER_PASSWORD=$PASS LARDER_CACHE_DIR=$W/cache
+    export LARDER_REPOSITORY=$W/repo LARDER_PASSWORD=$PASS LARDER_CACHE_DIR=$W/cache LARDER_STATE_DIR=$W/state
     LOG=$OUT/real-$NAME.log; : > "$LOG"
     run "$LOG" "$W/init" "$LARDER" init
     run "$LOG" "$W/backup" nice -n 10 "$LARDER" backup "$SRC"
@@ -655,7 +655,7 @@ for tool in "${TOOLS[@]}"; do
     py stat "$SRC" "$W/list.pkl" "$W/$tool-src-before.pkl"
     case $tool in
     larder)
-        export LARDER_REPOSITORY=$W/repo-larder LARDER_PASSWORD=$PASS LARDER_CACHE_DIR=$W/cache-larder
+        export LARDER_REPOSITORY=$W/repo-larder LARDER_PASSWORD=$PASS LARDER_CACHE_DIR=$W/cache-larder LARDER_STATE_DIR=$W/state-larder
         run "$LOG" "$W/x" "$LARDER" init
         run "$LOG" "$W/larder-backup" "$LARDER" backup "$SRC"
         py stat "$SRC" "$W/list.pkl" "$W/$tool-src-after.pkl"

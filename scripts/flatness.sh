@@ -21,7 +21,7 @@ export LARDER_PASSWORD=bench-passphrase
 rm -rf "$W"; mkdir -p "$W"
 m() { /usr/bin/time -f "%e s %M KiB" "$@" 2>&1 >/dev/null | tail -1; }
 for kind in fresh big; do
-    export LARDER_REPOSITORY=$W/repo-$kind LARDER_CACHE_DIR=$W/cache-$kind
+    export LARDER_REPOSITORY=$W/repo-$kind LARDER_CACHE_DIR=$W/cache-$kind LARDER_STATE_DIR=$W/state-$kind
     "$L" -q init
     if [ "$kind" = big ]; then
         "$SYNTH" --repo "$LARDER_REPOSITORY" --segments "$SEGMENTS" --blobs "$BLOBS" >/dev/null

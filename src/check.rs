@@ -33,7 +33,11 @@ pub struct CheckReport {
     pub trees: usize,
     pub packs_read: usize,
     pub blobs_read: usize,
+    /// What is wrong: each names the object; any makes `check` fail.
     pub problems: Vec<String>,
+    /// What is worth knowing but not wrong: packs an interrupted backup
+    /// left for the next one to index, a local cache that was repaired.
+    pub notices: Vec<String>,
 }
 
 impl CheckReport {
@@ -47,8 +51,29 @@ impl CheckReport {
 pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
     let _lock = repo.lock_shared()?;
     let mut r = CheckReport::default();
-    let be = repo.backend();
+    check_keys(repo, &mut r)?;
+    check_index(repo, &mut r)?;
+    let indexed = check_packs(repo, &mut r)?;
+    check_snapshots(repo, &mut r)?;
+    if opts.read_data {
+        let pct = opts.subset_percent.unwrap_or(100.0).clamp(0.0, 100.0);
+        for (id, _) in &indexed {
+            // A deterministic subset: the first 4 bytes of the pack id.
+            let bucket =
+                u32::from_le_bytes([id.0[0], id.0[1], id.0[2], id.0[3]]) as f64 / u32::MAX as f64;
+            if bucket * 100.0 >= pct && pct < 100.0 {
+                continue;
+            }
+            crate::interrupt::check()?;
+            read_pack_data(repo, id, &mut r);
+        }
+    }
+    Ok(r)
+}
 
+/// Every key file: named by its hash, and parseable.
+fn check_keys(repo: &Repository, r: &mut CheckReport) -> Result<()> {
+    let be = repo.backend();
     for e in be.list(Kind::Key)? {
         r.keys += 1;
         let what = Kind::Key.path(&e.name);
@@ -64,19 +89,46 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
             Err(err) => r.problems.push(err.to_string()),
         }
     }
+    Ok(())
+}
 
+/// Every index segment: readable, and held exactly by the local cache
+/// (which is repaired where it is not: the repository is the record).
+fn check_index(repo: &Repository, r: &mut CheckReport) -> Result<()> {
+    let be = repo.backend();
+    // The cache may hold segments absorbed earlier; make it match storage.
+    repo.sync_index()?;
     for e in be.list(Kind::Index)? {
         r.index_segments += 1;
-        if let Err(err) = index::read_segment(be, repo.keys(), &e.name) {
-            r.problems.push(err.to_string());
+        let seg = match index::read_segment(be, repo.keys(), &e.name) {
+            Ok(s) => s,
+            Err(err) => {
+                r.problems.push(err.to_string());
+                continue;
+            }
+        };
+        let Ok(sid) = Id::from_hex(&e.name) else {
+            continue;
+        };
+        let mut cache = repo.index()?;
+        if !cache.agrees_with(&sid, &seg)? {
+            cache.absorb(&sid, &seg)?;
+            r.notices.push(format!(
+                "{}: the local index cache disagreed with it and was repaired",
+                Kind::Index.path(&e.name)
+            ));
         }
     }
-    // The cache may hold segments absorbed earlier; make it match storage.
-    if let Err(err) = repo.sync_index() {
-        r.problems.push(err.to_string());
-    }
+    Ok(())
+}
 
-    let listed: HashMap<String, u64> = be
+/// Every pack in storage against the index: packs no segment lists are a
+/// notice (an interrupted backup left them; the next backup indexes them);
+/// indexed packs must exist with their recorded size and a header that
+/// matches the index. Returns the indexed packs.
+fn check_packs(repo: &Repository, r: &mut CheckReport) -> Result<Vec<(Id, u64)>> {
+    let listed: HashMap<String, u64> = repo
+        .backend()
         .list(Kind::Pack)?
         .into_iter()
         .map(|e| (e.name, e.size))
@@ -85,8 +137,9 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
     let indexed_names: HashSet<String> = indexed.iter().map(|(id, _)| id.to_hex()).collect();
     for (name, size) in &listed {
         if !indexed_names.contains(name) {
-            r.problems.push(format!(
-                "{}: pack ({size} bytes) is not in any index segment (run `larder repair index`)",
+            r.notices.push(format!(
+                "{}: pack ({size} bytes) is not in any index segment yet (left by an \
+                 interrupted backup; the next backup indexes it, or run `larder repair index`)",
                 Kind::Pack.path(name)
             ));
         }
@@ -125,22 +178,7 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
             Err(err) => r.problems.push(err.to_string()),
         }
     }
-
-    check_snapshots(repo, &mut r)?;
-
-    if opts.read_data {
-        let pct = opts.subset_percent.unwrap_or(100.0).clamp(0.0, 100.0);
-        for (id, _) in &indexed {
-            // A deterministic subset: the first 4 bytes of the pack id.
-            let bucket =
-                u32::from_le_bytes([id.0[0], id.0[1], id.0[2], id.0[3]]) as f64 / u32::MAX as f64;
-            if bucket * 100.0 >= pct && pct < 100.0 {
-                continue;
-            }
-            read_pack_data(repo, id, &mut r);
-        }
-    }
-    Ok(r)
+    Ok(indexed)
 }
 
 fn read_pack_data(repo: &Repository, id: &Id, r: &mut CheckReport) {

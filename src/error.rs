@@ -70,6 +70,14 @@ pub enum Error {
     /// A snapshot reference that matches nothing, or more than one snapshot.
     #[error("{0}")]
     NoSnapshot(String),
+    /// The repository at a known location is not the one recorded there
+    /// (another id or master key): refused unless the user accepts it.
+    #[error("{0}")]
+    RepositoryChanged(String),
+    /// The operation stopped because SIGINT or SIGTERM asked it to (exit
+    /// code 130, as restic's).
+    #[error("interrupted")]
+    Interrupted,
     /// Some operation finished but with problems it reported along the way.
     #[error("{0}")]
     Partial(String),
@@ -106,13 +114,15 @@ impl Error {
     }
 
     /// The process exit code restic users expect for this error:
-    /// 10 no repository, 11 locked, 12 wrong password, 1 everything else.
+    /// 3 partial, 10 no repository, 11 locked, 12 wrong password,
+    /// 130 interrupted, 1 everything else.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::NoRepository(_) => 10,
             Error::Locked(_) => 11,
             Error::WrongPassword => 12,
             Error::Partial(_) => 3,
+            Error::Interrupted => 130,
             _ => 1,
         }
     }

@@ -36,3 +36,24 @@ pub fn now_ns() -> i64 {
         .map(|d| d.as_nanos() as i64)
         .unwrap_or(0)
 }
+
+/// larder's state directory (kept, unlike the cache: known repositories,
+/// run records): `$LARDER_STATE_DIR`, else `/var/lib/larder` for root, else
+/// `$XDG_STATE_HOME/larder` or `~/.local/state/larder`.
+pub fn state_dir() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(d) = env("LARDER_STATE_DIR") {
+        return PathBuf::from(d);
+    }
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from("/var/lib/larder");
+    }
+    if let Some(x) = env("XDG_STATE_HOME") {
+        return PathBuf::from(x).join("larder");
+    }
+    if let Some(h) = env("HOME") {
+        return PathBuf::from(h).join(".local").join("state").join("larder");
+    }
+    std::env::temp_dir().join("larder-state")
+}

@@ -9,7 +9,7 @@
 //!
 //! | layer | modules |
 //! |---|---|
-//! | basics | [`error`], [`id`], [`host`] (host, user, clock) |
+//! | basics | [`error`], [`id`], [`host`] (host, user, clock), [`interrupt`] (stopping cleanly) |
 //! | storage | [`backend`] (the object-store trait; `local`) |
 //! | cryptography and formats | [`crypto`] (keys, sealing, blob ids), [`object`] (sealed objects), [`keys`] (key files), [`chunker`], [`pack`] (format, blobs, writer), [`tree`] (nodes and tree blobs), [`index`] (segments and the SQLite cache) |
 //! | the repository | [`lock`], [`repository`] (init, open, config, blob and tree reads, repair), [`snapshot`] (objects, listing, `latest`), [`packer`] (writing new blobs into packs and segments) |
@@ -34,6 +34,7 @@ pub mod error;
 pub mod host;
 pub mod id;
 pub mod index;
+pub mod interrupt;
 pub mod keys;
 pub mod localfs;
 pub mod lock;

@@ -1,10 +1,11 @@
 //! Writing new blobs: the [`Packer`] fills packs with sealed blobs,
 //! deduplicating against the index and the pack being filled, hands each
 //! finished pack to an upload thread (so the next pack fills while the
-//! previous one is written and fsynced), records uploaded packs in the index
-//! cache, and writes an index segment every few packs so a run that dies
-//! leaves its uploaded data reusable. A segment only ever lists packs whose
-//! upload has completed: packs, then segment, then snapshot.
+//! previous one is written and fsynced), and writes an index segment every
+//! few packs so a run that dies leaves its uploaded data reusable. A segment
+//! lists every pack its run uploaded, and only packs whose upload has
+//! completed: packs, then segment, then snapshot. The shared index cache
+//! learns of new packs only from the segment, after it is written.
 
 use crate::backend::{Backend, Kind};
 use crate::error::{Error, Result};
@@ -102,7 +103,8 @@ impl Drop for Uploader {
 pub struct Packer<'r> {
     repo: &'r Repository,
     writer: PackWriter,
-    /// Blobs in the pack being filled or being uploaded (not yet indexed).
+    /// Blobs in the pack being filled, being uploaded, or uploaded but not
+    /// yet listed by a segment.
     in_pack: HashSet<Id>,
     unsegmented: Vec<IndexPack>,
     uploader: Uploader,
@@ -179,7 +181,7 @@ impl<'r> Packer<'r> {
             return Err(Error::internal("the pack uploader has stopped"));
         }
         self.uploader.in_flight += 1;
-        // Its blobs stay in `in_pack` until the index knows them.
+        // Its blobs stay in `in_pack` until a segment lists them.
         self.collect(false)
     }
 
@@ -199,10 +201,6 @@ impl<'r> Packer<'r> {
             };
             self.uploader.in_flight -= 1;
             let ip = r?;
-            self.repo.index()?.add_pending_pack(&ip)?;
-            for b in &ip.blobs {
-                self.in_pack.remove(&b.id);
-            }
             self.unsegmented.push(ip);
             self.stats.packs_written += 1;
             if self.unsegmented.len() >= PACKS_PER_SEGMENT {
@@ -212,7 +210,10 @@ impl<'r> Packer<'r> {
         Ok(())
     }
 
-    /// Writes an index segment for the uploaded packs not yet in one.
+    /// Writes an index segment for the uploaded packs not yet in one, then
+    /// records it in the index cache. Until then their blobs are known only
+    /// to this packer (`in_pack`): the shared cache holds nothing a segment
+    /// does not list.
     pub fn flush_segment(&mut self) -> Result<()> {
         if self.unsegmented.is_empty() {
             return Ok(());
@@ -221,8 +222,12 @@ impl<'r> Packer<'r> {
             packs: std::mem::take(&mut self.unsegmented),
         };
         let sid = index::write_segment(self.repo.backend(), self.repo.keys(), &seg)?;
-        let ids: Vec<Id> = seg.packs.iter().map(|p| p.id).collect();
-        self.repo.index()?.commit_segment(&sid, &ids)?;
+        self.repo.index()?.absorb(&sid, &seg)?;
+        for p in &seg.packs {
+            for b in &p.blobs {
+                self.in_pack.remove(&b.id);
+            }
+        }
         Ok(())
     }
 

@@ -89,6 +89,17 @@ impl<'r> BlobSink<'r> {
         Ok(id)
     }
 
+    /// Whether every one of `ids` is stored: sent by this run, or in the
+    /// index (asked in one read transaction).
+    pub(super) fn all_known(&self, ids: &[Id]) -> Result<bool> {
+        let unsent: Vec<Id> = ids
+            .iter()
+            .filter(|id| !self.inflight.contains(id))
+            .copied()
+            .collect();
+        self.repo.index()?.contains_all(&unsent)
+    }
+
     /// Forgets the sent blobs that have reached the index since: keeps
     /// memory flat however much a run stores.
     fn forget_indexed(&mut self) -> Result<()> {

@@ -46,6 +46,7 @@ impl Archiver<'_, '_> {
             reader,
             &mut buf,
             |c| {
+                crate::interrupt::check()?;
                 content.push(self.blobs.store(BlobType::Data, c)?);
                 self.progress.bytes(c.len() as u64);
                 Ok(())

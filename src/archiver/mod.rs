@@ -58,8 +58,12 @@ pub struct BackupResult {
     pub snapshot_id: Option<Id>,
     pub parent: Option<Id>,
     pub summary: Summary,
-    /// One line per path that could not be read (completely).
+    /// One line per path that could not be read (completely): the snapshot
+    /// is partial (exit code 3).
     pub warnings: Vec<String>,
+    /// Things worth saying that do not make the snapshot partial (a parent
+    /// tree that could not be read, so files below it were read again).
+    pub notices: Vec<String>,
 }
 
 /// What the walk produced: the root tree, its counters and warnings, and
@@ -68,6 +72,7 @@ struct Walked {
     root: Id,
     summary: Summary,
     warnings: Vec<String>,
+    notices: Vec<String>,
     stored: Option<PackerStats>,
 }
 
@@ -97,6 +102,15 @@ pub fn backup(
         .collect::<Result<_>>()?;
     paths.sort();
     paths.dedup();
+    // Nothing to back up at all (the external disk is not mounted) is an
+    // error, not an empty snapshot that a retention policy would count.
+    if paths.iter().all(|p| p.symlink_metadata().is_err()) {
+        let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(Error::Usage(format!(
+            "none of the paths to back up exists ({}); no snapshot saved",
+            list.join(", ")
+        )));
+    }
     let path_strings: Vec<String> = paths
         .iter()
         .map(|p| p.to_string_lossy().into_owned())
@@ -139,6 +153,7 @@ pub fn backup(
         parent: snap.parent,
         summary,
         warnings: walked.warnings,
+        notices: walked.notices,
     })
 }
 
@@ -204,6 +219,7 @@ fn run_pipeline(
             blobs,
             mut summary,
             warnings,
+            parent,
             ..
         } = a;
         summary.data_added_plain = blobs.added_plain;
@@ -220,6 +236,7 @@ fn run_pipeline(
             root: walked?,
             summary,
             warnings,
+            notices: parent.unreadable,
             stored,
         })
     })

@@ -17,6 +17,9 @@ pub(super) struct ParentTrees<'r> {
     root: Option<Id>,
     /// `levels[d]` = (absolute dir path of depth d, its old tree).
     levels: Vec<(PathBuf, Option<Arc<Tree>>)>,
+    /// Parent trees that could not be loaded: what is below them is read
+    /// again as if new.
+    pub(super) unreadable: Vec<String>,
 }
 
 impl<'r> ParentTrees<'r> {
@@ -25,6 +28,7 @@ impl<'r> ParentTrees<'r> {
             repo,
             root,
             levels: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 
@@ -41,13 +45,13 @@ impl<'r> ParentTrees<'r> {
             return Ok(t.clone());
         }
         let tree = if depth == 0 {
-            Some(Arc::new(self.repo.load_tree(&root)?))
+            self.load(&root, dir)
         } else {
             let parent = dir.parent().unwrap_or(Path::new("/"));
             match self.tree_of(parent)? {
                 Some(pt) => match pt.find(comps[depth - 1]) {
                     Some(n) if n.kind == NodeKind::Dir => match n.subtree {
-                        Some(s) => Some(Arc::new(self.repo.load_tree(&s)?)),
+                        Some(s) => self.load(&s, dir),
                         None => None,
                     },
                     _ => None,
@@ -61,6 +65,21 @@ impl<'r> ParentTrees<'r> {
         }
         self.levels.push((dir.to_path_buf(), tree.clone()));
         Ok(tree)
+    }
+
+    /// Loads the parent's tree `id` of `dir`; one that cannot be loaded is
+    /// noted and treated as absent, so its files are read again.
+    fn load(&mut self, id: &Id, dir: &Path) -> Option<Arc<Tree>> {
+        match self.repo.load_tree(id) {
+            Ok(t) => Some(Arc::new(t)),
+            Err(e) => {
+                self.unreadable.push(format!(
+                    "{}: the parent snapshot's tree cannot be read ({e}); its files are read again",
+                    dir.display()
+                ));
+                None
+            }
+        }
     }
 
     pub(super) fn node_of(&mut self, path: &Path) -> Result<Option<Node>> {

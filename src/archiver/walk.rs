@@ -102,6 +102,9 @@ impl Archiver<'_, '_> {
             },
             NodeKind::File => {
                 self.summary.total_files += 1;
+                // The parent's chunk list is reused only while every chunk
+                // is still in the index: a file whose data was lost is read
+                // again (self-healing), never carried into a new snapshot.
                 if let Some(o) = &old
                     && !self.opts.force
                     && o.kind == NodeKind::File
@@ -109,6 +112,7 @@ impl Archiver<'_, '_> {
                     && o.mtime_ns == node.mtime_ns
                     && o.ctime_ns == node.ctime_ns
                     && o.inode == node.inode
+                    && self.blobs.all_known(&o.content)?
                 {
                     node.content = o.content.clone();
                     self.summary.files_unmodified += 1;
@@ -145,7 +149,7 @@ impl Archiver<'_, '_> {
     }
 
     /// Encodes and stores a directory's tree, reusing the parent's blob ID
-    /// when the entries are identical.
+    /// when the entries are identical and the blob is still in the index.
     fn dir_node(
         &mut self,
         path: &Path,
@@ -162,8 +166,10 @@ impl Archiver<'_, '_> {
         };
         if let (Some(o), Some(ot)) = (&old, &old_tree)
             && **ot == tree
+            && let Some(sub) = o.subtree
+            && self.blobs.all_known(&[sub])?
         {
-            node.subtree = o.subtree;
+            node.subtree = Some(sub);
             self.summary.dirs_unmodified += 1;
             self.last_tree = Some(tree);
             return Ok(node);
@@ -215,6 +221,7 @@ impl Archiver<'_, '_> {
         match localfs::list_dir(fs_path) {
             Ok(names) => {
                 for name in names {
+                    crate::interrupt::check()?;
                     let child = path.join(&name);
                     let child_fs_path =
                         match localfs::child_path(fs_path, &None, &name, &mut anchor) {

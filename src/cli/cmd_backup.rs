@@ -1,7 +1,7 @@
 //! `larder backup`: back up files and directories into a new snapshot.
 
 use super::Global;
-use super::output::print_json;
+use super::output::{print_json, safe};
 use super::progress::TermProgress;
 use crate::archiver::{self, BackupOptions, BackupResult};
 use crate::error::{Error, Result};
@@ -142,6 +142,7 @@ fn print_summary(res: &BackupResult) {
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
+    crate::interrupt::install_handlers()?;
     let repo = g.open()?;
     let opts = BackupOptions {
         paths: a.paths.clone(),
@@ -161,8 +162,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let res = archiver::backup(&repo, &opts, &progress);
     progress.finish();
     let res = res?;
-    for w in &res.warnings {
-        eprintln!("warning: {w}");
+    for w in res.warnings.iter().chain(&res.notices) {
+        eprintln!("warning: {}", safe(w));
     }
     if g.json {
         print_json(&BackupSummary::new(&res, a.dry_run));

@@ -2,7 +2,7 @@
 //! `--read-data` or `--read-data-subset`.
 
 use super::Global;
-use super::output::print_json;
+use super::output::{print_json, safe};
 use crate::check::{self, CheckOptions};
 use crate::error::{Error, Result};
 
@@ -28,6 +28,7 @@ fn parse_subset(s: &str) -> Result<f64> {
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
+    crate::interrupt::install_handlers()?;
     let repo = g.open()?;
     let subset = a
         .read_data_subset
@@ -45,7 +46,10 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         print_json(&rep);
     } else {
         for p in &rep.problems {
-            eprintln!("error: {p}");
+            eprintln!("error: {}", safe(p));
+        }
+        for n in &rep.notices {
+            eprintln!("notice: {}", safe(n));
         }
         if !g.quiet {
             let read = if rep.packs_read > 0 {

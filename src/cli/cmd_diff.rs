@@ -1,7 +1,7 @@
 //! `larder diff`: what changed between two snapshots.
 
 use super::Global;
-use super::output::print_json;
+use super::output::{print_json, safe};
 use crate::diff::{self, DiffEntry, DiffStats};
 use crate::error::Result;
 use crate::snapshot::{self, Filter};
@@ -46,9 +46,14 @@ fn print_change(json: bool, e: &DiffEntry) {
             changes: &e.changes,
         });
     } else if e.changes.is_empty() {
-        println!("{:<5}{}", e.modifier, e.path);
+        println!("{:<5}{}", e.modifier, safe(&e.path));
     } else {
-        println!("{:<5}{} ({})", e.modifier, e.path, e.changes.join(", "));
+        println!(
+            "{:<5}{} ({})",
+            e.modifier,
+            safe(&e.path),
+            e.changes.join(", ")
+        );
     }
 }
 

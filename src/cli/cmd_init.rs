@@ -26,6 +26,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let backend = g.backend()?;
     let key = new_key(g, a.recipient.as_deref(), None, true)?;
     let repo = Repository::init(backend, &key, &InitOptions::default(), &g.cache_dir())?;
+    g.known_repositories()
+        .record(&g.location()?, &repo.identity())?;
     let id = repo.config().id;
     if g.json {
         print_json(&Created {

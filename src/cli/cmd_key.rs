@@ -3,7 +3,7 @@
 
 use super::Global;
 use super::global::new_key;
-use super::output::print_json;
+use super::output::{print_json, safe};
 use crate::error::Result;
 use crate::keys::KeyInfo;
 use crate::repository::Repository;
@@ -118,8 +118,8 @@ fn list(g: &Global, repo: &Repository) -> Result<()> {
             if k.id == cur { "*" } else { " " },
             &k.id[..8],
             format!("{:?}", k.kind).to_lowercase(),
-            k.username,
-            k.hostname,
+            safe(&k.username),
+            safe(&k.hostname),
             jiff::Timestamp::from_second(k.created)
                 .map(|t| t.to_string())
                 .unwrap_or_default()

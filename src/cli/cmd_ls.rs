@@ -2,7 +2,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
-use super::output::{mode_string, print_json};
+use super::output::{mode_string, print_json, safe};
 use crate::error::Result;
 use crate::snapshot;
 use crate::tree::{Node, NodeKind};
@@ -76,7 +76,7 @@ fn print_node(json: bool, long: bool, p: &str, n: &Node) {
     } else if long {
         println!("{}", long_line(p, n));
     } else {
-        println!("{p}");
+        println!("{}", safe(p));
     }
 }
 
@@ -90,7 +90,7 @@ fn long_line(p: &str, n: &Node) -> String {
         })
         .unwrap_or_default();
     let target = link_target(n)
-        .map(|t| format!(" -> {t}"))
+        .map(|t| format!(" -> {}", safe(&t)))
         .unwrap_or_default();
     let user = if n.user.is_empty() {
         n.uid.to_string()
@@ -110,7 +110,7 @@ fn long_line(p: &str, n: &Node) -> String {
         group,
         n.size,
         t,
-        p,
+        safe(p),
         target
     )
 }

@@ -1,7 +1,7 @@
 //! `larder repair index`: rebuild the index from the pack headers.
 
 use super::Global;
-use super::output::print_json;
+use super::output::{print_json, safe};
 use crate::error::Result;
 
 /// Repair repository metadata.
@@ -24,7 +24,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             let repo = g.open()?;
             let rep = repo.repair_index()?;
             for p in &rep.problems {
-                eprintln!("warning: {p}");
+                eprintln!("warning: {}", safe(p));
             }
             if g.json {
                 print_json(&rep);

@@ -2,7 +2,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
-use super::output::print_json;
+use super::output::{print_json, safe};
 use crate::error::Result;
 use crate::restorer::{self, Overwrite, RestoreOptions};
 use crate::snapshot;
@@ -75,6 +75,7 @@ struct RestoreSummary<'a> {
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
+    crate::interrupt::install_handlers()?;
     let repo = g.open()?;
     let (reference, sub) = match a.snapshot.split_once(':') {
         Some((r, s)) => (r, Some(s)),
@@ -91,10 +92,10 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     };
     let rep = restorer::restore(&repo, &snap, sub, &opts)?;
     for s in &rep.skipped {
-        eprintln!("skipped: {s}");
+        eprintln!("skipped: {}", safe(s));
     }
     for e in &rep.errors {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", safe(e));
     }
     if g.json {
         print_json(&RestoreSummary {

@@ -2,7 +2,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
-use super::output::print_json;
+use super::output::{print_json, safe};
 use crate::error::Result;
 use crate::id::Id;
 use crate::snapshot::{self, Snapshot, Summary};
@@ -54,7 +54,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let repo = g.open()?;
     let (list, bad) = snapshot::list(&repo, &a.filter.filter())?;
     for e in &bad {
-        eprintln!("warning: {e}");
+        eprintln!("warning: {}", safe(&e.to_string()));
     }
     if g.json {
         let arr: Vec<_> = list
@@ -74,9 +74,9 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             "{:<10} {:<20} {:<16} {:<16} {}",
             id.short(),
             s.time_local(),
-            s.hostname,
-            s.tags.join(","),
-            s.paths.join(" ")
+            safe(&s.hostname),
+            safe(&s.tags.join(",")),
+            safe(&s.paths.join(" "))
         );
     }
     println!("{}", "-".repeat(78));

@@ -5,6 +5,7 @@
 use crate::backend::LocalBackend;
 use crate::error::{Error, Result};
 use crate::keys::{Credential, DEFAULT_WORK_FACTOR, NewKey};
+use crate::repository::trust::KnownRepositories;
 use crate::repository::{self, Repository};
 use age::secrecy::SecretString;
 use clap::Args;
@@ -33,6 +34,11 @@ pub struct Global {
     /// scrypt work factor (log2 N) for new passphrase keys.
     #[arg(long, env = "LARDER_KDF_WORK_FACTOR", global = true, default_value_t = DEFAULT_WORK_FACTOR, hide = true)]
     pub kdf_work_factor: u8,
+    /// Accept that the repository at this location is not the one opened
+    /// here before (you re-created it yourself): its new id and master key
+    /// are recorded instead of refused.
+    #[arg(long, env = "LARDER_ACCEPT_REPOSITORY_CHANGE", global = true)]
+    pub accept_repository_change: bool,
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
     pub json: bool,
@@ -63,31 +69,40 @@ impl Global {
 
     /// The passphrase from LARDER_PASSWORD, a file, a command, or a prompt.
     pub fn passphrase(&self, prompt: &str) -> Result<SecretString> {
+        match self.given_passphrase()? {
+            Some(p) => Ok(p),
+            None => prompt_password(prompt),
+        }
+    }
+
+    /// The passphrase given without a prompt: LARDER_PASSWORD, the password
+    /// file or the password command, if any.
+    fn given_passphrase(&self) -> Result<Option<SecretString>> {
         if let Some(p) = std::env::var_os("LARDER_PASSWORD").filter(|p| !p.is_empty()) {
-            return Ok(SecretString::from(p.to_string_lossy().into_owned()));
+            return Ok(Some(SecretString::from(p.to_string_lossy().into_owned())));
         }
         if let Some(f) = &self.password_file {
-            return read_password_file(f);
+            return read_password_file(f).map(Some);
         }
-        if let Some(cmd) = &self.password_command {
-            let out = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(cmd)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .map_err(|e| Error::Usage(format!("password command {cmd:?}: {e}")))?;
-            if !out.status.success() {
-                return Err(Error::Usage(format!(
-                    "password command {cmd:?} failed with {}",
-                    out.status
-                )));
-            }
-            let s = String::from_utf8_lossy(&out.stdout);
-            return Ok(SecretString::from(
-                s.lines().next().unwrap_or("").to_string(),
-            ));
+        let Some(cmd) = &self.password_command else {
+            return Ok(None);
+        };
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| Error::Usage(format!("password command {cmd:?}: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::Usage(format!(
+                "password command {cmd:?} failed with {}",
+                out.status
+            )));
         }
-        prompt_password(prompt)
+        let s = String::from_utf8_lossy(&out.stdout);
+        Ok(Some(SecretString::from(
+            s.lines().next().unwrap_or("").to_string(),
+        )))
     }
 
     /// The credential that opens the repository.
@@ -100,10 +115,34 @@ impl Global {
         ))
     }
 
-    /// Opens the repository.
+    /// Opens the repository, and checks it is the one this user opened at
+    /// this location before (see [`KnownRepositories`]).
     pub fn open(&self) -> Result<Repository> {
         let backend = self.backend()?;
-        Repository::open(backend, &self.credential()?, &self.cache_dir())
+        let repo = Repository::open(backend, &self.credential()?, &self.cache_dir())?;
+        self.known_repositories().verify(
+            &self.location()?,
+            &repo.identity(),
+            self.accept_repository_change,
+        )?;
+        for p in repo.index_problems() {
+            eprintln!("warning: {}", super::output::safe(p));
+        }
+        Ok(repo)
+    }
+
+    /// The record of known repositories.
+    pub fn known_repositories(&self) -> KnownRepositories {
+        KnownRepositories::in_dir(&crate::host::state_dir())
+    }
+
+    /// The location as recorded among known repositories: an absolute
+    /// path, so the same repository reached from another directory is the
+    /// same entry.
+    pub fn location(&self) -> Result<String> {
+        let p = self.repo_path()?;
+        let abs = std::path::absolute(&p).map_err(|e| Error::io(&p, e))?;
+        Ok(abs.display().to_string())
     }
 }
 
@@ -127,7 +166,22 @@ pub fn prompt_password(prompt: &str) -> Result<SecretString> {
         .map_err(|e| Error::Usage(format!("cannot read password: {e}")))
 }
 
-/// A new key from `--recipient`, `--new-password-file`, or a doubled prompt.
+/// A new passphrase typed at the terminal: asked twice, and the two must
+/// match (a mistyped passphrase would otherwise lock the user out for good).
+fn prompt_new_password() -> Result<SecretString> {
+    use age::secrecy::ExposeSecret;
+    let a = prompt_password("enter new password: ")?;
+    let b = prompt_password("enter new password again: ")?;
+    if a.expose_secret() != b.expose_secret() {
+        return Err(Error::Usage(
+            "the two passwords do not match; nothing was changed".into(),
+        ));
+    }
+    Ok(a)
+}
+
+/// A new key from `--recipient`, `--new-password-file`, (for `init`) the
+/// passphrase given as for opening, or a doubled prompt.
 pub fn new_key(
     g: &Global,
     recipient: Option<&str>,
@@ -140,18 +194,16 @@ pub fn new_key(
             .map_err(|e| Error::Usage(format!("invalid age recipient {r:?}: {e}")))?;
         return Ok(NewKey::Recipient(r));
     }
-    let pass = if let Some(f) = new_password_file {
-        read_password_file(f)?
+    let given = if let Some(f) = new_password_file {
+        Some(read_password_file(f)?)
     } else if use_global_password {
-        g.passphrase("enter password for new repository: ")?
+        g.given_passphrase()?
     } else {
-        let a = prompt_password("enter new password: ")?;
-        let b = prompt_password("enter new password again: ")?;
-        use age::secrecy::ExposeSecret;
-        if a.expose_secret() != b.expose_secret() {
-            return Err(Error::Usage("passwords do not match".into()));
-        }
-        a
+        None
+    };
+    let pass = match given {
+        Some(p) => p,
+        None => prompt_new_password()?,
     };
     {
         use age::secrecy::ExposeSecret;

@@ -62,7 +62,7 @@ pub fn main() -> i32 {
     match run(&cli.global, cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("larder: {e}");
+            eprintln!("larder: {}", output::safe(&e.to_string()));
             e.exit_code()
         }
     }

@@ -29,3 +29,42 @@ pub fn mode_string(mode: u32) -> String {
         .map(|&(b, c)| if mode & b != 0 { c } else { '-' })
         .collect()
 }
+
+/// `s` safe to print on a terminal: control characters (C0, DEL, C1: the
+/// escape sequences a hostile file name could use to rewrite the screen)
+/// are shown escaped, as `\n`, `\t`, `\r` or `\x1b`/`\u{9b}`. Everything
+/// else, including non-ASCII text, is unchanged. JSON output does not use
+/// this: it stays exact.
+pub fn safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(safe("plain/päth ü"), "plain/päth ü");
+        assert_eq!(safe("a\x1b[2Jb"), "a\\x1b[2Jb");
+        assert_eq!(safe("new\nline\ttab\r"), "new\\nline\\ttab\\r");
+        assert_eq!(safe("c1\u{9b}31m"), "c1\\u{9b}31m");
+        assert_eq!(safe("del\x7f"), "del\\x7f");
+    }
+}

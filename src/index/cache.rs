@@ -1,9 +1,17 @@
 //! The local SQLite index cache that answers "where is blob X?".
 //!
 //! The cache is only a cache: deleting it loses nothing, it is rebuilt from
-//! `index/` on the next open. It absorbs new segments and, if any segment it
-//! knew has gone, starts over. Nothing here keeps a map of every blob in
-//! memory: lookups are prepared SQLite queries, inserts run in transactions.
+//! `index/` on the next open. It holds exactly what the repository's index
+//! segments say and nothing else: a run's new packs enter it only when the
+//! run has written the segment that lists them, so no process ever holds
+//! state in it that another could delete or miss. Many larder processes
+//! share one cache file (SQLite's WAL mode and a busy timeout serialise
+//! their writes); each sync is incremental: segments that appeared are
+//! absorbed, segments that vanished are forgotten, and a pack is forgotten
+//! only when no segment still lists it. A segment that cannot be read is
+//! reported and skipped, never fatal. Nothing here keeps a map of every blob
+//! in memory: lookups are prepared SQLite queries, inserts run in
+//! transactions.
 
 use super::segment::{IndexPack, IndexSegment, read_segment};
 use crate::backend::{Backend, Kind};
@@ -11,9 +19,10 @@ use crate::crypto::Keys;
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::pack::{BlobType, PackEntry};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Where a blob lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,92 +31,189 @@ pub struct BlobLocation {
     pub entry: PackEntry,
 }
 
+/// What one sync did.
+#[derive(Debug, Default)]
+pub struct SyncReport {
+    /// Segments absorbed.
+    pub absorbed: usize,
+    /// Segments forgotten because they left the repository.
+    pub forgotten: usize,
+    /// Segments that could not be read, each named with the reason; they
+    /// are skipped (and tried again at the next sync).
+    pub bad: Vec<String>,
+}
+
 /// The local SQLite index cache.
 pub struct Index {
     conn: Connection,
     path: PathBuf,
 }
 
-/// The schema, and a page cache of 4 MiB: enough for the upper levels of
-/// the B-trees of a ten-million-blob index (the leaves come from the
-/// operating system's cache), and small enough that memory does not grow
-/// with the index (16 MiB made a large index cost 15 MiB more RSS).
-const SCHEMA: &str = "
+/// The layout version of the cache database (`PRAGMA user_version`). A
+/// cache of another version is emptied and rebuilt: it is only a cache.
+const CACHE_VERSION: i64 = 2;
+
+/// How long a process waits for another's write to the cache (a rebuild
+/// of a large index takes minutes) before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The connection settings: WAL (readers never wait for a writer), and a
+/// page cache of 4 MiB: enough for the upper levels of the B-trees of a
+/// ten-million-blob index (the leaves come from the operating system's
+/// cache), and small enough that memory does not grow with the index.
+const PRAGMAS: &str = "
 PRAGMA journal_mode=WAL;
 PRAGMA synchronous=NORMAL;
 PRAGMA cache_size=-4096;
-CREATE TABLE IF NOT EXISTS segments(id BLOB PRIMARY KEY) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS packs(
+";
+
+/// The tables. A pack may be listed by several segments (a run that
+/// indexed another's orphan pack, a repair, a compaction): `pack_segments`
+/// records each listing, and a pack lives as long as one remains. A blob
+/// may be stored in several packs: `blobs` has a row per copy.
+const SCHEMA: &str = "
+DROP TABLE IF EXISTS blobs;
+DROP TABLE IF EXISTS pack_segments;
+DROP TABLE IF EXISTS packs;
+DROP TABLE IF EXISTS segments;
+CREATE TABLE segments(id BLOB PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE packs(
   num INTEGER PRIMARY KEY,
   id BLOB NOT NULL UNIQUE,
-  size INTEGER NOT NULL,
-  segment BLOB
+  size INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS blobs(
-  id BLOB PRIMARY KEY,
-  type INTEGER NOT NULL,
+CREATE TABLE pack_segments(
   pack INTEGER NOT NULL,
+  segment BLOB NOT NULL,
+  PRIMARY KEY(pack, segment)
+) WITHOUT ROWID;
+CREATE INDEX pack_segments_by_segment ON pack_segments(segment);
+CREATE TABLE blobs(
+  id BLOB NOT NULL,
+  pack INTEGER NOT NULL,
+  type INTEGER NOT NULL,
   offset INTEGER NOT NULL,
   stored_len INTEGER NOT NULL,
   plain_len INTEGER NOT NULL,
-  compression INTEGER NOT NULL
+  compression INTEGER NOT NULL,
+  PRIMARY KEY(id, pack)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS blobs_by_pack ON blobs(pack);
+CREATE INDEX blobs_by_pack ON blobs(pack);
+";
+
+/// Packs no segment lists any more, and their blobs, go.
+const FORGET_UNLISTED: &str = "
+DELETE FROM blobs WHERE pack IN
+  (SELECT num FROM packs WHERE num NOT IN (SELECT pack FROM pack_segments));
+DELETE FROM packs WHERE num NOT IN (SELECT pack FROM pack_segments);
 ";
 
 impl Index {
-    /// Opens (creating if needed) the cache database at `path`.
+    /// Opens (creating if needed) the cache database at `path`. A database
+    /// SQLite cannot read is removed and started afresh.
     pub fn open(path: &Path) -> Result<Index> {
         if let Some(d) = path.parent() {
             std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
         }
+        match Self::open_at(path) {
+            Ok(i) => Ok(i),
+            Err(Error::Sqlite {
+                source: rusqlite::Error::SqliteFailure(f, _),
+                ..
+            }) if matches!(
+                f.code,
+                rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt
+            ) =>
+            {
+                for ext in ["", "-wal", "-shm"] {
+                    let mut p = path.as_os_str().to_owned();
+                    p.push(ext);
+                    let _ = std::fs::remove_file(PathBuf::from(p));
+                }
+                Self::open_at(path)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn open_at(path: &Path) -> Result<Index> {
         let conn = Connection::open(path).map_err(|e| Error::sqlite(path, e))?;
-        conn.execute_batch(SCHEMA)
+        conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| Error::sqlite(path, e))?;
-        Ok(Index {
+        conn.execute_batch(PRAGMAS)
+            .map_err(|e| Error::sqlite(path, e))?;
+        let mut index = Index {
             conn,
             path: path.to_path_buf(),
-        })
+        };
+        index.ensure_schema()?;
+        Ok(index)
+    }
+
+    /// Creates the tables, or replaces those of another cache version.
+    fn ensure_schema(&mut self) -> Result<()> {
+        let version =
+            |c: &Connection| c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+        if version(&self.conn).map_err(|e| self.err(e))? == CACHE_VERSION {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| Error::sqlite(&path, e))?;
+        // Another process may have done it meanwhile.
+        if version(&tx).map_err(|e| Error::sqlite(&path, e))? != CACHE_VERSION {
+            tx.execute_batch(SCHEMA)
+                .map_err(|e| Error::sqlite(&path, e))?;
+            tx.execute_batch(&format!("PRAGMA user_version = {CACHE_VERSION}"))
+                .map_err(|e| Error::sqlite(&path, e))?;
+        }
+        tx.commit().map_err(|e| Error::sqlite(&path, e))
     }
 
     fn err(&self, e: rusqlite::Error) -> Error {
         Error::sqlite(&self.path, e)
     }
 
-    /// Brings the cache up to date with `index/` in the repository.
-    /// Returns the number of segments absorbed.
-    pub fn sync(&mut self, backend: &dyn Backend, keys: &Keys) -> Result<usize> {
-        let listed: HashSet<String> = backend
-            .list(Kind::Index)?
-            .into_iter()
-            .map(|e| e.name)
-            .collect();
+    /// Brings the cache up to date with `index/` in the repository: absorbs
+    /// new segments first, then forgets vanished ones (so a pack that moved
+    /// from a vanished segment to a new one is never missing in between).
+    pub fn sync(&mut self, backend: &dyn Backend, keys: &Keys) -> Result<SyncReport> {
+        let mut report = SyncReport::default();
+        let mut listed: HashSet<Id> = HashSet::new();
+        for e in backend.list(Kind::Index)? {
+            match Id::from_hex(&e.name) {
+                Ok(id) => {
+                    listed.insert(id);
+                }
+                Err(_) => report.bad.push(format!(
+                    "{}: not an index segment (its name is not an id); skipped",
+                    Kind::Index.path(&e.name)
+                )),
+            }
+        }
         let known = self.known_segments()?;
-        let gone = known.iter().any(|k| !listed.contains(k));
-        // Packs never tied to a segment belong to a run that died or to a
-        // run in progress; forget them: a segment will bring them back.
-        self.conn
-            .execute_batch(
-                "DELETE FROM blobs WHERE pack IN (SELECT num FROM packs WHERE segment IS NULL);
-                 DELETE FROM packs WHERE segment IS NULL;",
-            )
-            .map_err(|e| self.err(e))?;
-        if gone {
-            self.clear()?;
+        let mut new: Vec<&Id> = listed.iter().filter(|n| !known.contains(*n)).collect();
+        new.sort();
+        for id in new {
+            match read_segment(backend, keys, &id.to_hex()) {
+                Ok(seg) => {
+                    self.absorb(id, &seg)?;
+                    report.absorbed += 1;
+                }
+                Err(e) => report.bad.push(format!("{e}; skipped")),
+            }
         }
-        let known = if gone { HashSet::new() } else { known };
-        let mut names: Vec<&String> = listed.iter().filter(|n| !known.contains(*n)).collect();
-        names.sort();
-        for name in &names {
-            let seg = read_segment(backend, keys, name)?;
-            let id = Id::from_hex(name)
-                .map_err(|_| Error::corrupt(Kind::Index.path(name), "name is not an id"))?;
-            self.absorb(&id, &seg)?;
+        let gone: Vec<Id> = known.difference(&listed).copied().collect();
+        if !gone.is_empty() {
+            self.forget_segments(&gone)?;
+            report.forgotten = gone.len();
         }
-        Ok(names.len())
+        Ok(report)
     }
 
-    fn known_segments(&self) -> Result<HashSet<String>> {
+    fn known_segments(&self) -> Result<HashSet<Id>> {
         let mut st = self
             .conn
             .prepare("SELECT id FROM segments")
@@ -117,7 +223,7 @@ impl Index {
             .map_err(|e| self.err(e))?;
         let mut out = HashSet::new();
         for r in rows {
-            out.insert(Id(r.map_err(|e| self.err(e))?).to_hex());
+            out.insert(Id(r.map_err(|e| self.err(e))?));
         }
         Ok(out)
     }
@@ -125,18 +231,23 @@ impl Index {
     /// Forgets everything.
     pub fn clear(&mut self) -> Result<()> {
         self.conn
-            .execute_batch("DELETE FROM blobs; DELETE FROM packs; DELETE FROM segments;")
+            .execute_batch(
+                "DELETE FROM blobs; DELETE FROM pack_segments; DELETE FROM packs;
+                 DELETE FROM segments;",
+            )
             .map_err(|e| self.err(e))
     }
 
-    /// Records a segment's packs and blobs as coming from segment `seg_id`.
+    /// Records a segment's packs and blobs as listed by segment `seg_id`, in
+    /// one transaction (a reader sees all of it or none). Absorbing a
+    /// segment twice changes nothing.
     pub fn absorb(&mut self, seg_id: &Id, seg: &IndexSegment) -> Result<()> {
         let path = self.path.clone();
         let tx = self
             .conn
-            .transaction()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| Error::sqlite(&path, e))?;
-        insert_packs(&tx, &seg.packs, Some(seg_id)).map_err(|e| Error::sqlite(&path, e))?;
+        insert_packs(&tx, &seg.packs, seg_id).map_err(|e| Error::sqlite(&path, e))?;
         tx.execute(
             "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
             params![seg_id.0],
@@ -145,42 +256,76 @@ impl Index {
         tx.commit().map_err(|e| Error::sqlite(&path, e))
     }
 
-    /// Records a freshly written pack that no segment lists yet.
-    pub fn add_pending_pack(&mut self, p: &IndexPack) -> Result<()> {
+    /// Forgets segments that left the repository, and the packs (with their
+    /// blobs) that no remaining segment lists.
+    fn forget_segments(&mut self, gone: &[Id]) -> Result<()> {
         let path = self.path.clone();
         let tx = self
             .conn
-            .transaction()
+            .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| Error::sqlite(&path, e))?;
-        insert_packs(&tx, std::slice::from_ref(p), None).map_err(|e| Error::sqlite(&path, e))?;
+        for id in gone {
+            tx.execute(
+                "DELETE FROM pack_segments WHERE segment = ?1",
+                params![id.0],
+            )
+            .map_err(|e| Error::sqlite(&path, e))?;
+            tx.execute("DELETE FROM segments WHERE id = ?1", params![id.0])
+                .map_err(|e| Error::sqlite(&path, e))?;
+        }
+        tx.execute_batch(FORGET_UNLISTED)
+            .map_err(|e| Error::sqlite(&path, e))?;
         tx.commit().map_err(|e| Error::sqlite(&path, e))
     }
 
-    /// Marks packs as listed by segment `seg_id` (after it was written).
-    pub fn commit_segment(&mut self, seg_id: &Id, packs: &[Id]) -> Result<()> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|e| Error::sqlite(&path, e))?;
-        {
-            let mut st = tx
-                .prepare_cached("UPDATE packs SET segment = ?1 WHERE id = ?2 AND segment IS NULL")
-                .map_err(|e| Error::sqlite(&path, e))?;
-            for p in packs {
-                st.execute(params![seg_id.0, p.0])
-                    .map_err(|e| Error::sqlite(&path, e))?;
+    /// Whether the cache holds exactly what segment `seg_id` says: every
+    /// pack with its size, listed by the segment, and every blob at its
+    /// place. (`check` compares each segment it reads with the cache, and
+    /// repairs the cache with [`Index::absorb`] where they differ.)
+    pub fn agrees_with(&self, seg_id: &Id, seg: &IndexSegment) -> Result<bool> {
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let mut listed = tx
+            .prepare_cached(
+                "SELECT p.size FROM packs p JOIN pack_segments s ON s.pack = p.num
+                 WHERE p.id = ?1 AND s.segment = ?2",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut blob = tx
+            .prepare_cached(
+                "SELECT 1 FROM blobs b JOIN packs p ON p.num = b.pack
+                 WHERE b.id = ?1 AND p.id = ?2 AND b.type = ?3 AND b.offset = ?4
+                 AND b.stored_len = ?5 AND b.plain_len = ?6 AND b.compression = ?7",
+            )
+            .map_err(|e| self.err(e))?;
+        for p in &seg.packs {
+            let size = listed
+                .query_row(params![p.id.0, seg_id.0], |r| r.get::<_, i64>(0))
+                .optional()
+                .map_err(|e| self.err(e))?;
+            if size != Some(p.size as i64) {
+                return Ok(false);
+            }
+            for b in &p.blobs {
+                let found = blob
+                    .exists(params![
+                        b.id.0,
+                        p.id.0,
+                        b.ty as u8,
+                        b.offset as i64,
+                        b.stored_len as i64,
+                        b.plain_len as i64,
+                        b.compression
+                    ])
+                    .map_err(|e| self.err(e))?;
+                if !found {
+                    return Ok(false);
+                }
             }
         }
-        tx.execute(
-            "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
-            params![seg_id.0],
-        )
-        .map_err(|e| Error::sqlite(&path, e))?;
-        tx.commit().map_err(|e| Error::sqlite(&path, e))
+        Ok(true)
     }
 
-    /// Where blob `id` is stored, if anywhere.
+    /// Where blob `id` is stored, if anywhere (one of its copies).
     ///
     /// Two primary-key queries rather than one join: SQLite re-prepares the
     /// join on every new parameter value (it is built with STAT4), which
@@ -190,7 +335,7 @@ impl Index {
             .conn
             .prepare_cached(
                 "SELECT pack, type, offset, stored_len, plain_len, compression
-                 FROM blobs WHERE id = ?1",
+                 FROM blobs WHERE id = ?1 LIMIT 1",
             )
             .map_err(|e| self.err(e))?;
         let row = st
@@ -253,7 +398,24 @@ impl Index {
         st.exists(params![id.0]).map_err(|e| self.err(e))
     }
 
-    /// Number of indexed blobs.
+    /// Whether every one of `ids` is indexed, asked in one read transaction.
+    pub fn contains_all(&self, ids: &[Id]) -> Result<bool> {
+        if ids.is_empty() {
+            return Ok(true);
+        }
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let mut all = true;
+        for id in ids {
+            if !self.contains(id)? {
+                all = false;
+                break;
+            }
+        }
+        tx.finish().map_err(|e| self.err(e))?;
+        Ok(all)
+    }
+
+    /// Number of indexed blobs (each copy counted).
     pub fn blob_count(&self) -> Result<u64> {
         self.conn
             .query_row("SELECT count(*) FROM blobs", [], |r| r.get::<_, i64>(0))
@@ -313,33 +475,35 @@ impl Index {
     }
 }
 
-/// Inserts packs and their blobs. Blobs go in sorted by ID, so the B-tree
-/// is filled in order rather than at random places (much faster once the
-/// index is larger than SQLite's page cache).
+/// Inserts packs and their blobs as listed by segment `seg`. Blobs go in
+/// sorted by ID, so the B-tree is filled in order rather than at random
+/// places (much faster once the index is larger than SQLite's page cache).
 fn insert_packs(
     tx: &rusqlite::Transaction<'_>,
     packs: &[IndexPack],
-    seg: Option<&Id>,
+    seg: &Id,
 ) -> rusqlite::Result<()> {
     let mut rows: Vec<(&PackEntry, i64)> = Vec::new();
     for p in packs {
-        tx.prepare_cached("INSERT OR IGNORE INTO packs(id, size, segment) VALUES (?1, ?2, ?3)")?
-            .execute(params![p.id.0, p.size as i64, seg.map(|s| s.0)])?;
+        tx.prepare_cached("INSERT OR IGNORE INTO packs(id, size) VALUES (?1, ?2)")?
+            .execute(params![p.id.0, p.size as i64])?;
         let num: i64 = tx
             .prepare_cached("SELECT num FROM packs WHERE id = ?1")?
             .query_row(params![p.id.0], |r| r.get(0))?;
+        tx.prepare_cached("INSERT OR IGNORE INTO pack_segments(pack, segment) VALUES (?1, ?2)")?
+            .execute(params![num, seg.0])?;
         rows.extend(p.blobs.iter().map(|b| (b, num)));
     }
     rows.sort_by_key(|r| r.0.id);
     let mut st = tx.prepare_cached(
-        "INSERT OR IGNORE INTO blobs(id, type, pack, offset, stored_len, plain_len, compression)
+        "INSERT OR IGNORE INTO blobs(id, pack, type, offset, stored_len, plain_len, compression)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     for (b, num) in rows {
         st.execute(params![
             b.id.0,
-            b.ty as u8,
             num,
+            b.ty as u8,
             b.offset as i64,
             b.stored_len as i64,
             b.plain_len as i64,

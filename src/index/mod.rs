@@ -6,5 +6,5 @@
 pub mod cache;
 pub mod segment;
 
-pub use cache::{BlobLocation, Index};
+pub use cache::{BlobLocation, Index, SyncReport};
 pub use segment::{IndexPack, IndexSegment, read_segment, write_segment};

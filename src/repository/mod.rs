@@ -6,6 +6,7 @@
 
 mod config;
 mod repair;
+pub mod trust;
 
 pub use config::{Config, InitOptions, read_config};
 pub use repair::RepairReport;
@@ -15,7 +16,7 @@ use crate::chunker::Chunker;
 use crate::crypto::{Keys, MasterKey};
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::index::{BlobLocation, Index};
+use crate::index::{BlobLocation, Index, SyncReport};
 use crate::keys::{self, Credential, NewKey};
 use crate::lock::LockGuard;
 use crate::object::{self, ObjectType};
@@ -32,6 +33,8 @@ pub struct Repository {
     config: Config,
     key_id: Id,
     index: Mutex<Index>,
+    /// Index segments skipped at open (see [`Repository::index_problems`]).
+    index_problems: Vec<String>,
     cache_dir: PathBuf,
 }
 
@@ -106,7 +109,7 @@ impl Repository {
     ) -> Result<Repository> {
         let dir = cache_dir.join(config.id.to_hex());
         let mut index = Index::open(&dir.join("index.sqlite"))?;
-        index.sync(backend.as_ref(), &keys)?;
+        let synced = index.sync(backend.as_ref(), &keys)?;
         Ok(Repository {
             backend,
             keys,
@@ -114,6 +117,7 @@ impl Repository {
             config,
             key_id,
             index: Mutex::new(index),
+            index_problems: synced.bad,
             cache_dir: dir,
         })
     }
@@ -160,9 +164,16 @@ impl Repository {
             .map_err(|_| Error::internal("index cache lock poisoned by a panic"))
     }
 
-    /// Re-reads `index/` into the cache.
-    pub fn sync_index(&self) -> Result<usize> {
+    /// Re-reads `index/` into the cache. Segments that cannot be read are
+    /// skipped and named in the report.
+    pub fn sync_index(&self) -> Result<SyncReport> {
         self.index()?.sync(self.backend.as_ref(), &self.keys)
+    }
+
+    /// Problems met opening the index: segments that could not be read and
+    /// were skipped (blobs they list look missing until `repair index`).
+    pub fn index_problems(&self) -> &[String] {
+        &self.index_problems
     }
 
     /// A chunker with this repository's parameters and gear table.

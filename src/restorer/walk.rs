@@ -125,6 +125,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         };
         let mut local: Anchor = dirfd.clone();
         for n in t.nodes {
+            crate::interrupt::check()?;
             let shown = format!("{rel}/{}", n.name_lossy());
             if !is_safe_name(&n.name) {
                 self.report.errors.push(format!(

@@ -78,6 +78,10 @@ pub fn larder(repo: &Path, cache: &Path) -> std::process::Command {
     c.env("LARDER_REPOSITORY", repo)
         .env("LARDER_PASSWORD", PASS)
         .env("LARDER_CACHE_DIR", cache)
+        .env(
+            "LARDER_STATE_DIR",
+            cache.parent().unwrap_or(cache).join("larder-state"),
+        )
         .env("LARDER_KDF_WORK_FACTOR", TEST_WF.to_string())
         .env_remove("LARDER_PASSWORD_FILE")
         .env_remove("LARDER_PASSWORD_COMMAND");
