@@ -5,5 +5,6 @@ mod common;
 mod daily;
 mod fidelity;
 mod repo_core;
+mod support;
 mod untrusted;
 mod vectors;
