@@ -123,7 +123,7 @@ fn main() -> larder::Result<()> {
     });
     let backend = LocalBackend::new(&a.repo);
     let t = Instant::now();
-    let (_, master) = keys::find_key(&backend, &Credential::passphrase(pass))?;
+    let (_, master) = keys::find_key(&backend, &Credential::passphrase(pass), &mut Vec::new())?;
     let keys = Keys::derive(&master);
     let t_key = t.elapsed().as_secs_f64();
     let t = Instant::now();

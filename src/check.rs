@@ -57,7 +57,7 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
     check_snapshots(repo, &mut r)?;
     if opts.read_data {
         let pct = opts.subset_percent.unwrap_or(100.0).clamp(0.0, 100.0);
-        for (id, _) in &indexed {
+        for (id, size) in &indexed {
             // A deterministic subset: the first 4 bytes of the pack id.
             let bucket =
                 u32::from_le_bytes([id.0[0], id.0[1], id.0[2], id.0[3]]) as f64 / u32::MAX as f64;
@@ -65,7 +65,7 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
                 continue;
             }
             crate::interrupt::check()?;
-            read_pack_data(repo, id, &mut r);
+            read_pack_data(repo, id, *size, &mut r);
         }
     }
     Ok(r)
@@ -181,13 +181,25 @@ fn check_packs(repo: &Repository, r: &mut CheckReport) -> Result<Vec<(Id, u64)>>
     Ok(indexed)
 }
 
-fn read_pack_data(repo: &Repository, id: &Id, r: &mut CheckReport) {
+/// Reads pack `id` whole, bounded by the `size` the index records: a pack
+/// of any other size (or not a regular file) is reported and not read.
+fn read_pack_data(repo: &Repository, id: &Id, size: u64, r: &mut CheckReport) {
     let name = id.to_hex();
     let what = Kind::Pack.path(&name);
-    let bytes = match repo.backend().read(Kind::Pack, &name) {
+    let be = repo.backend();
+    let bytes = match be.size(Kind::Pack, &name) {
+        Ok(s) if s != size => Err(format!(
+            "{what}: not read: its size {s} differs from the index's {size}"
+        )),
+        Ok(_) => be
+            .read_bounded(Kind::Pack, &name, size)
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    let bytes = match bytes {
         Ok(b) => b,
         Err(e) => {
-            r.problems.push(e.to_string());
+            r.problems.push(e);
             return;
         }
     };

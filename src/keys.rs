@@ -8,6 +8,11 @@
 //! under scrypt(passphrase, salt) with everything before the body as
 //! associated data; that of an X25519 key is an age file.
 //!
+//! Opening is defensive: a key file that cannot be read or parsed is skipped
+//! with a warning, and at most [`MAX_KEYS_TRIED`] key files of the
+//! credential's kind are tried (a passphrase attempt is a scrypt run);
+//! [`add_key`] never makes more than that.
+//!
 //! Passphrases do not use age's scrypt recipient because it fixes r = 8 and
 //! p = 1: its one knob, N, ties memory to time, and restic's half second
 //! would cost 128 MiB. Here N = 2^15 (32 MiB, what restic uses) and p = 4
@@ -36,6 +41,14 @@ pub const SCRYPT_P: u8 = 4;
 pub const MAX_WORK_FACTOR: u8 = 18;
 /// The smallest work factor accepted when creating a key (tests use this).
 pub const MIN_WORK_FACTOR: u8 = 10;
+/// The environment variable that must be `1` for the CLI to make a key
+/// weaker than [`DEFAULT_WORK_FACTOR`] (see [`check_new_work_factor`]).
+pub const INSECURE_TEST_KDF_VAR: &str = "LARDER_INSECURE_TEST_KDF";
+/// The most key files of the credential's kind (passphrase or X25519) one
+/// open tries, each a scrypt run of up to `MAX_SCRYPT_WORK` for a passphrase.
+/// [`add_key`] refuses to make more keys of a kind than this, so only key
+/// files larder did not write can push a genuine key past it.
+pub const MAX_KEYS_TRIED: usize = 20;
 /// What a reader accepts, so a malicious key file cannot make us spend
 /// unbounded memory or time: scrypt memory (128 * r * N bytes) and work
 /// (N * r * p block operations).
@@ -53,6 +66,16 @@ const MAX_KEY_FILE: usize = 1 << 20;
 pub enum KeyKind {
     Passphrase,
     X25519,
+}
+
+impl KeyKind {
+    /// Its name in messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            KeyKind::Passphrase => "passphrase",
+            KeyKind::X25519 => "X25519",
+        }
+    }
 }
 
 /// The clear header of a key file.
@@ -99,12 +122,45 @@ impl Credential {
             .map_err(|e| Error::Usage(format!("{}: invalid age identity: {e}", path.display())))?;
         Ok(Credential::Identity(Box::new(id)))
     }
+
+    /// The kind of key file this credential opens.
+    pub fn kind(&self) -> KeyKind {
+        match self {
+            Credential::Passphrase(_) => KeyKind::Passphrase,
+            Credential::Identity(_) => KeyKind::X25519,
+        }
+    }
 }
 
 /// How to wrap the master key in a new key file.
 pub enum NewKey {
     Passphrase { pass: SecretString, work_factor: u8 },
     Recipient(age::x25519::Recipient),
+}
+
+impl NewKey {
+    /// The kind of key file it makes.
+    pub fn kind(&self) -> KeyKind {
+        match self {
+            NewKey::Passphrase { .. } => KeyKind::Passphrase,
+            NewKey::Recipient(_) => KeyKind::X25519,
+        }
+    }
+}
+
+/// Checks the work factor asked for a new passphrase key by the
+/// `LARDER_KDF_WORK_FACTOR` knob: one below [`DEFAULT_WORK_FACTOR`] makes a
+/// key that is cheaper to guess, so it is refused unless `weak_allowed` (the
+/// CLI sets it from [`INSECURE_TEST_KDF_VAR`], which only tests set).
+pub fn check_new_work_factor(work_factor: u8, weak_allowed: bool) -> Result<u8> {
+    if work_factor < DEFAULT_WORK_FACTOR && !weak_allowed {
+        return Err(Error::Usage(format!(
+            "scrypt work factor {work_factor} (--kdf-work-factor or LARDER_KDF_WORK_FACTOR) is \
+             below the default {DEFAULT_WORK_FACTOR} and would make a key that is cheaper to \
+             guess; the knob exists for tests: set {INSECURE_TEST_KDF_VAR}=1 as well to use it"
+        )));
+    }
+    Ok(work_factor)
 }
 
 /// A key file as listed by `key list`.
@@ -117,6 +173,21 @@ pub struct KeyInfo {
     pub hostname: String,
     pub username: String,
     pub recipient: String,
+}
+
+/// A key file `key list` could not read or parse, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct UnreadableKey {
+    pub id: String,
+    pub error: String,
+}
+
+/// What `key list` shows: the readable key files (oldest first) and the
+/// unreadable ones (by name).
+#[derive(Clone, Debug, Default)]
+pub struct KeyList {
+    pub keys: Vec<KeyInfo>,
+    pub unreadable: Vec<UnreadableKey>,
 }
 
 /// The key that wraps the master key of a passphrase key file.
@@ -263,13 +334,24 @@ fn parse_parts<'a>(what: &str, bytes: &'a [u8]) -> Result<(KeyHeader, &'a [u8], 
 /// Tries to unwrap the master key from one key file with `cred`.
 /// `Ok(None)` means this credential does not open this key.
 pub fn try_open(what: &str, bytes: &[u8], cred: &Credential) -> Result<Option<MasterKey>> {
-    use chacha20poly1305::aead::{Aead, KeyInit, Payload};
     let (header, clear, body) = parse_parts(what, bytes)?;
+    open_parts(what, &header, clear, body, cred)
+}
+
+/// [`try_open`] on a parsed key file.
+fn open_parts(
+    what: &str,
+    header: &KeyHeader,
+    clear: &[u8],
+    body: &[u8],
+    cred: &Credential,
+) -> Result<Option<MasterKey>> {
+    use chacha20poly1305::aead::{Aead, KeyInit, Payload};
     let plain = match (cred, header.kind) {
         (Credential::Passphrase(p), KeyKind::Passphrase) => {
             let (salt, rest) = body.split_at(SALT_LEN);
             let (nonce, sealed) = rest.split_at(NONCE_LEN);
-            let key = passphrase_key(what, p, salt, &header)?;
+            let key = passphrase_key(what, p, salt, header)?;
             chacha20poly1305::XChaCha20Poly1305::new(&key)
                 .decrypt(
                     nonce.into(),
@@ -294,48 +376,129 @@ pub fn try_open(what: &str, bytes: &[u8], cred: &Credential) -> Result<Option<Ma
     }
 }
 
-/// Writes a new key file and returns its id.
+/// Writes a new key file and returns its id. Refuses to make more than
+/// [`MAX_KEYS_TRIED`] keys of one kind, which opening would not all try.
 pub fn add_key(backend: &dyn Backend, master: &MasterKey, new: &NewKey) -> Result<Id> {
+    let kind = new.kind();
+    let have = list_keys(backend)?
+        .keys
+        .iter()
+        .filter(|k| k.kind == kind)
+        .count();
+    if have >= MAX_KEYS_TRIED {
+        return Err(Error::Usage(format!(
+            "the repository already has {have} {} keys, the most that opening it tries; \
+             remove one first (`larder key remove`)",
+            kind.label()
+        )));
+    }
     let bytes = make_key_file(master, new)?;
     let id = Id::of_object(&bytes);
     backend.write(Kind::Key, &id.to_hex(), &bytes)?;
     Ok(id)
 }
 
+/// Whether `e` says a key file disappeared since it was listed (another
+/// process ran `key passwd` or `key remove`): not a problem.
+fn removed(e: &Error) -> bool {
+    matches!(e, Error::Backend { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Reads key file `name` (bounded), checking first that its name is an id.
+fn read_key_file(backend: &dyn Backend, name: &str) -> Result<(Id, Vec<u8>)> {
+    let what = Kind::Key.path(name);
+    let id = Id::from_hex(name).map_err(|_| Error::corrupt(&what, "name is not a key id"))?;
+    Ok((
+        id,
+        backend.read_bounded(Kind::Key, name, MAX_KEY_FILE as u64)?,
+    ))
+}
+
 /// Finds a key file that `cred` opens: returns its id and the master key.
-pub fn find_key(backend: &dyn Backend, cred: &Credential) -> Result<(Id, MasterKey)> {
+/// Key files are tried in name order. One that cannot be read, parsed or
+/// opened is skipped, with a line in `warnings` naming it, so a damaged or
+/// planted file never locks out the others. At most [`MAX_KEYS_TRIED`] key
+/// files of the credential's kind are tried; then the error says so.
+pub fn find_key(
+    backend: &dyn Backend,
+    cred: &Credential,
+    warnings: &mut Vec<String>,
+) -> Result<(Id, MasterKey)> {
     let mut list = backend.list(Kind::Key)?;
     list.sort_by(|a, b| a.name.cmp(&b.name));
-    for e in list {
+    let wanted = cred.kind();
+    let mut tried = 0;
+    let mut skip = |e: Error| warnings.push(format!("{e}; key file skipped"));
+    for (i, e) in list.iter().enumerate() {
         let what = Kind::Key.path(&e.name);
-        let bytes = backend.read_bounded(Kind::Key, &e.name, MAX_KEY_FILE as u64)?;
-        // A corrupt key file must not stop other keys from opening the repository.
-        match try_open(&what, &bytes, cred) {
-            Ok(Some(m)) => return Ok((Id::from_hex(&e.name)?, m)),
-            Ok(None) | Err(Error::Corrupt { .. }) => continue,
-            Err(e) => return Err(e),
+        let (id, bytes) = match read_key_file(backend, &e.name) {
+            Ok(k) => k,
+            Err(e) if removed(&e) => continue,
+            Err(err) => {
+                skip(err);
+                continue;
+            }
+        };
+        let (header, clear, body) = match parse_parts(&what, &bytes) {
+            Ok(p) => p,
+            Err(err) => {
+                skip(err);
+                continue;
+            }
+        };
+        if header.kind != wanted {
+            continue;
+        }
+        if tried == MAX_KEYS_TRIED {
+            return Err(Error::corrupt(
+                "keys",
+                format!(
+                    "tried {tried} {} key files, the most one open tries, and none opened; \
+                     {} more key file(s) were not tried. larder never writes more than \
+                     {MAX_KEYS_TRIED} keys of a kind: remove the key files you do not know",
+                    wanted.label(),
+                    list.len() - i
+                ),
+            ));
+        }
+        tried += 1;
+        match open_parts(&what, &header, clear, body, cred) {
+            Ok(Some(m)) => return Ok((id, m)),
+            Ok(None) => {}
+            Err(err) => skip(err),
         }
     }
     Err(Error::WrongPassword)
 }
 
-/// Lists key files with their headers.
-pub fn list_keys(backend: &dyn Backend) -> Result<Vec<KeyInfo>> {
-    let mut out = Vec::new();
+/// Lists key files with their headers; those that cannot be read or parsed
+/// are listed apart with the reason, so one bad file hides nothing else.
+pub fn list_keys(backend: &dyn Backend) -> Result<KeyList> {
+    let mut out = KeyList::default();
     for e in backend.list(Kind::Key)? {
         let what = Kind::Key.path(&e.name);
-        let bytes = backend.read_bounded(Kind::Key, &e.name, MAX_KEY_FILE as u64)?;
-        let (h, _) = parse_key_file(&what, &bytes)?;
-        out.push(KeyInfo {
-            id: e.name,
-            kind: h.kind,
-            work_factor: h.work_factor,
-            created: h.created,
-            hostname: h.hostname,
-            username: h.username,
-            recipient: h.recipient,
-        });
+        let parsed = backend
+            .read_bounded(Kind::Key, &e.name, MAX_KEY_FILE as u64)
+            .and_then(|bytes| parse_key_file(&what, &bytes).map(|(h, _)| h));
+        match parsed {
+            Ok(h) => out.keys.push(KeyInfo {
+                id: e.name,
+                kind: h.kind,
+                work_factor: h.work_factor,
+                created: h.created,
+                hostname: h.hostname,
+                username: h.username,
+                recipient: h.recipient,
+            }),
+            Err(e) if removed(&e) => {}
+            Err(err) => out.unreadable.push(UnreadableKey {
+                id: e.name,
+                error: err.to_string(),
+            }),
+        }
     }
-    out.sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
+    out.keys
+        .sort_by(|a, b| a.created.cmp(&b.created).then(a.id.cmp(&b.id)));
+    out.unreadable.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)
 }

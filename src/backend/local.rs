@@ -2,12 +2,20 @@
 //! directory, are fsynced, linked into place (which fails if the name exists,
 //! giving write-once semantics) and the directory is fsynced, so a crash at
 //! any point leaves either no object or the whole object.
+//!
+//! Reads trust nothing they find: an object must be a regular file. Its
+//! name is looked at with `lstat` first, so a link, FIFO, device, socket or
+//! directory in its place is refused without being followed or opened; the
+//! open itself does not follow links and does not block (`O_NOFOLLOW |
+//! O_NONBLOCK | O_CLOEXEC | O_NOCTTY`), and the open descriptor is `fstat`ed
+//! again, so a swap between the two steps is refused as well. Sizes come from
+//! that `fstat` and bound the read ([`super::read_limited`]).
 
 use super::{Backend, Entry, Kind, Staged, StagedFile};
 use crate::error::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Prefix of in-flight temporary files; listings skip them.
@@ -37,6 +45,64 @@ impl LocalBackend {
             source: e,
         }
     }
+
+    /// The metadata of object `name` (never following a link), which must
+    /// be a regular file.
+    fn stat_object(&self, kind: Kind, name: &str) -> Result<fs::Metadata> {
+        let p = self.full(kind, name)?;
+        let md = fs::symlink_metadata(&p).map_err(|e| Self::obj_err(kind, name, e))?;
+        if !md.file_type().is_file() {
+            return Err(not_regular(kind, name, md.file_type()));
+        }
+        Ok(md)
+    }
+
+    /// Opens object `name` for reading (see the module comment): returns the
+    /// file and its size from `fstat`.
+    fn open_object(&self, kind: Kind, name: &str) -> Result<(File, u64)> {
+        // lstat first: what is not a regular file is never opened at all.
+        self.stat_object(kind, name)?;
+        let p = self.full(kind, name)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+            .open(&p)
+            .map_err(|e| match e.raw_os_error() {
+                // Replaced by a link since the lstat.
+                Some(libc::ELOOP) => Error::corrupt(kind.path(name), describe_not_regular(None)),
+                _ => Self::obj_err(kind, name, e),
+            })?;
+        let md = f.metadata().map_err(|e| Self::obj_err(kind, name, e))?;
+        if !md.file_type().is_file() {
+            return Err(not_regular(kind, name, md.file_type()));
+        }
+        Ok((f, md.len()))
+    }
+}
+
+/// The error for something other than a regular file in an object's place.
+fn not_regular(kind: Kind, name: &str, t: fs::FileType) -> Error {
+    Error::corrupt(kind.path(name), describe_not_regular(Some(t)))
+}
+
+/// Says what is in an object's place (`None`: a symbolic link).
+fn describe_not_regular(t: Option<fs::FileType>) -> String {
+    let what = match t {
+        None => "a symbolic link",
+        Some(t) if t.is_symlink() => "a symbolic link",
+        Some(t) if t.is_dir() => "a directory",
+        Some(t) if t.is_fifo() => "a FIFO",
+        Some(t) if t.is_char_device() => "a character device",
+        Some(t) if t.is_block_device() => "a block device",
+        Some(t) if t.is_socket() => "a socket",
+        Some(_) => "a special file",
+    };
+    let link = if what == "a symbolic link" {
+        " (larder does not follow links to objects)"
+    } else {
+        ""
+    };
+    format!("is {what}, not a regular file{link}; not read")
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
@@ -109,30 +175,31 @@ impl Backend for LocalBackend {
                 if name.starts_with('.') {
                     continue;
                 }
-                let md = ent.metadata().map_err(|e| Error::io(ent.path(), e))?;
-                if md.is_file() {
-                    out.push(Entry {
-                        name,
-                        size: md.len(),
-                    });
-                }
+                // Not following links. Whatever is there is listed (a link,
+                // FIFO or directory too), so that readers name it rather than
+                // miss it; reads refuse all but regular files.
+                let md = match ent.metadata() {
+                    Ok(md) => md,
+                    // Deleted since the directory was read.
+                    Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                    Err(e) => return Err(Error::io(ent.path(), e)),
+                };
+                out.push(Entry {
+                    name,
+                    size: md.len(),
+                });
             }
         }
         Ok(out)
     }
 
-    fn read(&self, kind: Kind, name: &str) -> Result<Vec<u8>> {
-        let p = self.full(kind, name)?;
-        fs::read(&p).map_err(|e| Self::obj_err(kind, name, e))
+    fn read_bounded(&self, kind: Kind, name: &str, max: u64) -> Result<Vec<u8>> {
+        let (f, size) = self.open_object(kind, name)?;
+        super::read_limited(&kind.path(name), f, size, max)
     }
 
     fn read_range(&self, kind: Kind, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
-        let p = self.full(kind, name)?;
-        let f = File::open(&p).map_err(|e| Self::obj_err(kind, name, e))?;
-        let size = f
-            .metadata()
-            .map_err(|e| Self::obj_err(kind, name, e))?
-            .len();
+        let (f, size) = self.open_object(kind, name)?;
         if offset.checked_add(len).is_none_or(|end| end > size) {
             return Err(Error::corrupt(
                 kind.path(name),
@@ -146,10 +213,7 @@ impl Backend for LocalBackend {
     }
 
     fn size(&self, kind: Kind, name: &str) -> Result<u64> {
-        let p = self.full(kind, name)?;
-        fs::metadata(&p)
-            .map(|m| m.len())
-            .map_err(|e| Self::obj_err(kind, name, e))
+        self.stat_object(kind, name).map(|m| m.len())
     }
 
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()> {
@@ -234,5 +298,77 @@ impl Backend for LocalBackend {
             let _ = sync_dir(d);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn backend() -> (tempfile::TempDir, LocalBackend) {
+        let d = tempfile::tempdir().unwrap();
+        let b = LocalBackend::new(d.path().join("repo"));
+        b.create().unwrap();
+        b.write(Kind::Snapshot, "good", b"hello").unwrap();
+        (d, b)
+    }
+
+    #[test]
+    fn whole_reads_are_bounded_by_the_caller() {
+        let (_d, b) = backend();
+        assert_eq!(b.read_bounded(Kind::Snapshot, "good", 5).unwrap(), b"hello");
+        let e = b.read_bounded(Kind::Snapshot, "good", 4).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("snapshots/good"), "{e}");
+        assert!(e.to_string().contains("5 bytes is more than the 4"), "{e}");
+    }
+
+    /// Every read refuses a link (even to a good object), a FIFO and a
+    /// directory without following, opening or waiting on it; listings
+    /// show them so that readers can say so.
+    #[test]
+    fn only_regular_files_are_read() {
+        let (d, b) = backend();
+        let snaps = d.path().join("repo/snapshots");
+        std::os::unix::fs::symlink(snaps.join("good"), snaps.join("link")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", snaps.join("zero")).unwrap();
+        nix::unistd::mkfifo(&snaps.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        fs::create_dir(snaps.join("dir")).unwrap();
+        for (name, what) in [
+            ("link", "a symbolic link"),
+            ("zero", "a symbolic link"),
+            ("fifo", "a FIFO"),
+            ("dir", "a directory"),
+        ] {
+            let errs = [
+                b.read_bounded(Kind::Snapshot, name, 1 << 20).unwrap_err(),
+                b.read_range(Kind::Snapshot, name, 0, 1).unwrap_err(),
+                b.size(Kind::Snapshot, name).unwrap_err(),
+            ];
+            for e in errs {
+                assert!(matches!(e, Error::Corrupt { .. }), "{name}: {e}");
+                let s = e.to_string();
+                assert!(s.contains(&format!("snapshots/{name}")), "{s}");
+                assert!(s.contains(&format!("is {what}, not a regular file")), "{s}");
+            }
+            assert!(b.exists(Kind::Snapshot, name).unwrap());
+        }
+        let mut listed: Vec<String> = b
+            .list(Kind::Snapshot)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["dir", "fifo", "good", "link", "zero"]);
+    }
+
+    #[test]
+    fn ranges_beyond_the_object_are_refused() {
+        let (_d, b) = backend();
+        assert_eq!(b.read_range(Kind::Snapshot, "good", 1, 3).unwrap(), b"ell");
+        let e = b.read_range(Kind::Snapshot, "good", 3, 3).unwrap_err();
+        assert!(e.to_string().contains("beyond the object's 5 bytes"), "{e}");
+        assert_eq!(b.size(Kind::Snapshot, "good").unwrap(), 5);
     }
 }

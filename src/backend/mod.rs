@@ -1,14 +1,19 @@
 //! Storage backends: the narrow trait every layer above talks to, and its
 //! implementations. The trait knows objects, not files: list a kind, read an
-//! object whole or a range of it, write an object once, delete it. There is
-//! no rename and no directory above this line, so an object store fits later.
+//! object whole (never more than a limit the caller gives) or a range of it,
+//! write an object once, delete it. There is no rename and no directory above
+//! this line, so an object store fits later.
+//!
+//! Storage is untrusted: every read is bounded before it starts, and a
+//! backend serves only plain stored objects (the local one refuses links,
+//! FIFOs, devices and directories without opening or following them).
 
 mod local;
 
 pub use local::LocalBackend;
 
 use crate::error::{Error, Result};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
 /// An object being written (see [`Backend::stage`]).
@@ -109,6 +114,11 @@ pub struct Entry {
 }
 
 /// Storage for repository objects. Every error names the object.
+///
+/// Reads serve only plain stored objects: what a backend finds in an object's
+/// place that is not one (a local link, FIFO, device or directory) is
+/// refused as [`Error::Corrupt`], naming the object and what is there, and
+/// is never followed, opened for reading or waited on.
 pub trait Backend: Send + Sync {
     /// A human-readable location ("/srv/repo").
     fn location(&self) -> String;
@@ -116,13 +126,20 @@ pub trait Backend: Send + Sync {
     fn create(&self) -> Result<()>;
     /// Whether object `name` of `kind` exists.
     fn exists(&self, kind: Kind, name: &str) -> Result<bool>;
-    /// All objects of `kind` (unordered).
+    /// All objects of `kind` (unordered), with the sizes the storage reports.
+    /// Whatever sits under an object name is listed, even if reads will
+    /// refuse it, so that readers name it instead of missing it silently.
     fn list(&self, kind: Kind) -> Result<Vec<Entry>>;
-    /// The whole object.
-    fn read(&self, kind: Kind, name: &str) -> Result<Vec<u8>>;
-    /// `len` bytes at `offset`; an error if the object is shorter.
+    /// The whole object, at most `max` bytes: repository bytes are untrusted
+    /// and must not cost unbounded memory or time. An object the storage
+    /// says is larger is refused before anything is read; one that turns out
+    /// larger while being read (it grew, or its reported size lied) is
+    /// refused after `max + 1` bytes. See [`read_limited`].
+    fn read_bounded(&self, kind: Kind, name: &str, max: u64) -> Result<Vec<u8>>;
+    /// `len` bytes at `offset`; an error if the object is shorter. The caller
+    /// bounds `len` (by the index or a pack trailer it has checked).
     fn read_range(&self, kind: Kind, name: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
-    /// Size of the object in bytes.
+    /// Size of the object in bytes, as the storage reports it.
     fn size(&self, kind: Kind, name: &str) -> Result<u64>;
     /// Writes the object durably and atomically, once. Writing an object that
     /// already exists is an error for `Config` and a no-op for the
@@ -150,17 +167,102 @@ pub trait Backend: Send + Sync {
             ))),
         }
     }
+}
 
-    /// The whole object, refusing (before reading it) one larger than `max`
-    /// bytes: repository bytes are untrusted and must not cost unbounded memory.
-    fn read_bounded(&self, kind: Kind, name: &str, max: u64) -> Result<Vec<u8>> {
-        let size = self.size(kind, name)?;
-        if size > max {
-            return Err(crate::error::Error::corrupt(
-                kind.path(name),
-                format!("{size} bytes is more than the {max} bytes such an object may have"),
-            ));
+/// Reads `object`, whose storage reports `reported` bytes, from `source`,
+/// allowing at most `max` bytes: a reported size over `max` is refused
+/// before reading; at most `max + 1` bytes are read, so an object that grows
+/// or whose reported size lies costs no more than that; and a length other
+/// than the reported one is refused. Every backend's
+/// [`Backend::read_bounded`] ends here.
+pub fn read_limited(object: &str, source: impl Read, reported: u64, max: u64) -> Result<Vec<u8>> {
+    if reported > max {
+        return Err(Error::corrupt(
+            object,
+            format!(
+                "{reported} bytes is more than the {max} bytes such an object may have; not read"
+            ),
+        ));
+    }
+    let backend_err = |source| Error::Backend {
+        object: object.to_string(),
+        source,
+    };
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(reported as usize)
+        .map_err(|_| backend_err(std::io::ErrorKind::OutOfMemory.into()))?;
+    source
+        .take(max.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(backend_err)?;
+    let got = buf.len() as u64;
+    if got > max {
+        return Err(Error::corrupt(
+            object,
+            format!(
+                "more than the {max} bytes such an object may have (the storage reported {reported}); stopped reading"
+            ),
+        ));
+    }
+    if got != reported {
+        return Err(Error::corrupt(
+            object,
+            format!("{got} bytes read where the storage reported {reported} (changed while read?)"),
+        ));
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_limited_reads_what_was_reported() {
+        let v = read_limited("config", &b"abcdef"[..], 6, 6).unwrap();
+        assert_eq!(v, b"abcdef");
+    }
+
+    #[test]
+    fn read_limited_refuses_a_reported_size_over_the_limit_unread() {
+        // A reader that fails if touched proves nothing was read.
+        struct Untouchable;
+        impl Read for Untouchable {
+            fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+                panic!("read before the size was checked")
+            }
         }
-        self.read(kind, name)
+        let e = read_limited("keys/ab", Untouchable, 11, 10).unwrap_err();
+        assert!(e.to_string().contains("keys/ab"), "{e}");
+        assert!(
+            e.to_string().contains("11 bytes is more than the 10"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn read_limited_stops_an_endless_source_one_byte_past_the_limit() {
+        // The storage says 0 bytes and then never stops (a lying size, a
+        // growing file, /dev/zero): at most max + 1 bytes are read.
+        let mut src = std::io::repeat(7).take(u64::MAX);
+        let e = read_limited("config", &mut src, 0, 1000).unwrap_err();
+        assert!(e.to_string().contains("more than the 1000 bytes"), "{e}");
+        assert_eq!(src.limit(), u64::MAX - 1001);
+    }
+
+    #[test]
+    fn read_limited_refuses_a_length_other_than_reported() {
+        let e = read_limited("index/aa", &b"abc"[..], 5, 10).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("3 bytes read where the storage reported 5"),
+            "{e}"
+        );
+        let e = read_limited("index/aa", &b"abcdef"[..], 5, 10).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("6 bytes read where the storage reported 5"),
+            "{e}"
+        );
     }
 }

@@ -5,7 +5,7 @@ use super::Global;
 use super::global::new_key;
 use super::output::{print_json, safe};
 use crate::error::Result;
-use crate::keys::KeyInfo;
+use crate::keys::{KeyInfo, UnreadableKey};
 use crate::repository::Repository;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -44,12 +44,16 @@ enum KeyCmd {
     },
 }
 
-/// A key as `key list --json` shows it.
+/// A key as `key list --json` shows it: its header, or why it is unreadable.
 #[derive(Serialize)]
-struct KeyLine<'a> {
-    #[serde(flatten)]
-    key: &'a KeyInfo,
-    current: bool,
+#[serde(untagged)]
+enum KeyLine<'a> {
+    Key {
+        #[serde(flatten)]
+        key: &'a KeyInfo,
+        current: bool,
+    },
+    Unreadable(&'a UnreadableKey),
 }
 
 /// The id of a key added.
@@ -94,16 +98,23 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     Ok(0)
 }
 
+/// The first 8 characters of a key file name (all of a shorter one).
+fn short(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
 fn list(g: &Global, repo: &Repository) -> Result<()> {
-    let keys = crate::keys::list_keys(repo.backend())?;
+    let list = crate::keys::list_keys(repo.backend())?;
     let cur = repo.key_id().to_hex();
     if g.json {
-        let arr: Vec<_> = keys
+        let arr: Vec<_> = list
+            .keys
             .iter()
-            .map(|k| KeyLine {
+            .map(|k| KeyLine::Key {
                 key: k,
                 current: k.id == cur,
             })
+            .chain(list.unreadable.iter().map(KeyLine::Unreadable))
             .collect();
         print_json(&arr);
         return Ok(());
@@ -112,18 +123,21 @@ fn list(g: &Global, repo: &Repository) -> Result<()> {
         " {:<10} {:<11} {:<12} {:<16} created",
         "ID", "Kind", "User", "Host"
     );
-    for k in keys {
+    for k in &list.keys {
         println!(
             "{}{:<10} {:<11} {:<12} {:<16} {}",
             if k.id == cur { "*" } else { " " },
-            &k.id[..8],
-            format!("{:?}", k.kind).to_lowercase(),
+            short(&k.id),
+            k.kind.label().to_lowercase(),
             safe(&k.username),
             safe(&k.hostname),
             jiff::Timestamp::from_second(k.created)
                 .map(|t| t.to_string())
                 .unwrap_or_default()
         );
+    }
+    for u in &list.unreadable {
+        println!(" {:<10} unreadable: {}", short(&u.id), u.error);
     }
     Ok(())
 }

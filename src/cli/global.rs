@@ -4,7 +4,9 @@
 
 use crate::backend::LocalBackend;
 use crate::error::{Error, Result};
-use crate::keys::{Credential, DEFAULT_WORK_FACTOR, NewKey};
+use crate::keys::{
+    Credential, DEFAULT_WORK_FACTOR, INSECURE_TEST_KDF_VAR, NewKey, check_new_work_factor,
+};
 use crate::repository::trust::KnownRepositories;
 use crate::repository::{self, Repository};
 use age::secrecy::SecretString;
@@ -31,7 +33,8 @@ pub struct Global {
     /// Where the local index cache lives.
     #[arg(long, env = "LARDER_CACHE_DIR", global = true)]
     pub cache_dir: Option<PathBuf>,
-    /// scrypt work factor (log2 N) for new passphrase keys.
+    /// scrypt work factor (log2 N) for new passphrase keys. A test knob:
+    /// below the default it is refused unless LARDER_INSECURE_TEST_KDF=1.
     #[arg(long, env = "LARDER_KDF_WORK_FACTOR", global = true, default_value_t = DEFAULT_WORK_FACTOR, hide = true)]
     pub kdf_work_factor: u8,
     /// Accept that the repository at this location is not the one opened
@@ -115,19 +118,30 @@ impl Global {
         ))
     }
 
-    /// Opens the repository, and checks it is the one this user opened at
-    /// this location before (see [`KnownRepositories`]).
+    /// Opens the repository, printing what it skipped on the way, and
+    /// checks it is the one this user opened at this location before (see
+    /// [`KnownRepositories`]).
     pub fn open(&self) -> Result<Repository> {
         let backend = self.backend()?;
-        let repo = Repository::open(backend, &self.credential()?, &self.cache_dir())?;
+        let mut warnings = Vec::new();
+        let repo = Repository::open_reporting(
+            backend,
+            &self.credential()?,
+            &self.cache_dir(),
+            &mut warnings,
+        );
+        for w in warnings.iter().map(String::as_str).chain(
+            repo.iter()
+                .flat_map(|r| r.index_problems().iter().map(String::as_str)),
+        ) {
+            eprintln!("warning: {}", super::output::safe(w));
+        }
+        let repo = repo?;
         self.known_repositories().verify(
             &self.location()?,
             &repo.identity(),
             self.accept_repository_change,
         )?;
-        for p in repo.index_problems() {
-            eprintln!("warning: {}", super::output::safe(p));
-        }
         Ok(repo)
     }
 
@@ -143,6 +157,13 @@ impl Global {
         let p = self.repo_path()?;
         let abs = std::path::absolute(&p).map_err(|e| Error::io(&p, e))?;
         Ok(abs.display().to_string())
+    }
+
+    /// The scrypt work factor for a new passphrase key: the knob, refused
+    /// below the default unless `LARDER_INSECURE_TEST_KDF=1` (tests).
+    fn new_key_work_factor(&self) -> Result<u8> {
+        let weak_allowed = std::env::var_os(INSECURE_TEST_KDF_VAR).is_some_and(|v| v == "1");
+        check_new_work_factor(self.kdf_work_factor, weak_allowed)
     }
 }
 
@@ -194,6 +215,8 @@ pub fn new_key(
             .map_err(|e| Error::Usage(format!("invalid age recipient {r:?}: {e}")))?;
         return Ok(NewKey::Recipient(r));
     }
+    // Before any prompt: a refused knob should not cost typing.
+    let work_factor = g.new_key_work_factor()?;
     let given = if let Some(f) = new_password_file {
         Some(read_password_file(f)?)
     } else if use_global_password {
@@ -211,8 +234,5 @@ pub fn new_key(
             return Err(Error::Usage("an empty password is not allowed".into()));
         }
     }
-    Ok(NewKey::Passphrase {
-        pass,
-        work_factor: g.kdf_work_factor,
-    })
+    Ok(NewKey::Passphrase { pass, work_factor })
 }

@@ -148,7 +148,7 @@ mod tests {
         assert!(ps.bytes().is_empty());
         let (sid, sentries) = (ps.id, ps.entries.clone());
         be.commit(Kind::Pack, &sid.to_hex(), ps.out).unwrap();
-        let streamed = be.read(Kind::Pack, &sid.to_hex()).unwrap();
+        let streamed = be.read_bounded(Kind::Pack, &sid.to_hex(), 1 << 30).unwrap();
         assert_eq!(Id::of_object(&streamed), sid);
         assert_eq!(read_entries(&k, "p", &streamed).unwrap(), sentries);
         for (e, b) in sentries.iter().zip(&blobs) {

@@ -84,6 +84,17 @@ impl Repository {
         cred: &Credential,
         cache_dir: &Path,
     ) -> Result<Repository> {
+        Self::open_reporting(backend, cred, cache_dir, &mut Vec::new())
+    }
+
+    /// [`Repository::open`], adding to `warnings` what it skipped on the
+    /// way (key files it could not read or use), whether or not it opens.
+    pub fn open_reporting(
+        backend: Arc<dyn Backend>,
+        cred: &Credential,
+        cache_dir: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<Repository> {
         let bytes = match backend.read_bounded(Kind::Config, "config", 1 << 20) {
             Ok(b) => b,
             Err(Error::Backend { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -93,7 +104,7 @@ impl Repository {
         };
         // Say "needs a newer larder" before asking for any key.
         object::check_header("config", ObjectType::Config, &bytes)?;
-        let (key_id, master) = keys::find_key(backend.as_ref(), cred)?;
+        let (key_id, master) = keys::find_key(backend.as_ref(), cred, warnings)?;
         let keys = Keys::derive(&master);
         let config = read_config(backend.as_ref(), &keys)?;
         Self::finish_open(backend, keys, master, config, key_id, cache_dir)

@@ -83,6 +83,8 @@ pub fn larder(repo: &Path, cache: &Path) -> std::process::Command {
             cache.parent().unwrap_or(cache).join("larder-state"),
         )
         .env("LARDER_KDF_WORK_FACTOR", TEST_WF.to_string())
+        // A work factor below the default is refused without this.
+        .env("LARDER_INSECURE_TEST_KDF", "1")
         .env_remove("LARDER_PASSWORD_FILE")
         .env_remove("LARDER_PASSWORD_COMMAND");
     c

@@ -4,6 +4,7 @@ mod bench_table;
 mod common;
 mod daily;
 mod fidelity;
+mod hostile;
 mod repo_core;
 mod support;
 mod untrusted;

@@ -1525,7 +1525,9 @@ fn generate_vectors() {
         let (c, body) = spec_open_object(&spec, ty, bytes);
         (c, hex::encode(body))
     };
-    let cfg_bytes = backend.read(Kind::Config, "config").unwrap();
+    let cfg_bytes = backend
+        .read_bounded(Kind::Config, "config", 1 << 20)
+        .unwrap();
     let (cfg_c, cfg_body) = body_of(b'C', &cfg_bytes);
     let c = repo.config();
 
@@ -1534,7 +1536,7 @@ fn generate_vectors() {
         .unwrap()
         .into_iter()
         .map(|e| {
-            let bytes = backend.read(Kind::Key, &e.name).unwrap();
+            let bytes = backend.read_bounded(Kind::Key, &e.name, 1 << 20).unwrap();
             let (h, _) = larder::keys::parse_key_file(&e.name, &bytes).unwrap();
             let kf = spec_split_key(&bytes);
             let pass = (h.kind == KeyKind::Passphrase).then(|| {
@@ -1572,7 +1574,7 @@ fn generate_vectors() {
         .unwrap()
         .into_iter()
         .map(|e| {
-            let bytes = backend.read(Kind::Pack, &e.name).unwrap();
+            let bytes = backend.read_bounded(Kind::Pack, &e.name, e.size).unwrap();
             let sp = spec_parse_pack(&spec, &bytes);
             PackVector {
                 id: e.name,
@@ -1615,7 +1617,8 @@ fn generate_vectors() {
             .unwrap()
             .into_iter()
             .map(|e| {
-                let (compression, body_hex) = body_of(ty, &backend.read(kind, &e.name).unwrap());
+                let (compression, body_hex) =
+                    body_of(ty, &backend.read_bounded(kind, &e.name, e.size).unwrap());
                 ObjectVector {
                     id: e.name,
                     compression,
