@@ -6,6 +6,7 @@ mod daily;
 mod fidelity;
 mod hostile;
 mod repo_core;
+mod safety;
 mod support;
 mod untrusted;
 mod vectors;
