@@ -4,6 +4,7 @@ mod bench_table;
 mod common;
 mod daily;
 mod fidelity;
+mod locks;
 mod repo_core;
 mod untrusted;
 mod vectors;
