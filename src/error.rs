@@ -48,6 +48,11 @@ pub enum Error {
     /// A lock held by another live process prevents the operation.
     #[error("repository is locked: {0}")]
     Locked(String),
+    /// This process's own lock failed to refresh or was removed: it must
+    /// not write to the repository any more (exit code 11, as for a lock
+    /// it could not take).
+    #[error("lost the repository lock, stopping before writing more: {0}")]
+    LockLost(String),
     /// The local SQLite index cache failed.
     #[error("index cache {path}: {source}")]
     Sqlite {
@@ -114,12 +119,12 @@ impl Error {
     }
 
     /// The process exit code restic users expect for this error:
-    /// 3 partial, 10 no repository, 11 locked, 12 wrong password,
-    /// 130 interrupted, 1 everything else.
+    /// 3 partial, 10 no repository, 11 locked or lock lost, 12 wrong
+    /// password, 130 interrupted, 1 everything else.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::NoRepository(_) => 10,
-            Error::Locked(_) => 11,
+            Error::Locked(_) | Error::LockLost(_) => 11,
             Error::WrongPassword => 12,
             Error::Partial(_) => 3,
             Error::Interrupted => 130,

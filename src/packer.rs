@@ -11,6 +11,7 @@ use crate::backend::{Backend, Kind};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::{self, IndexPack, IndexSegment};
+use crate::lock::LockHandle;
 use crate::pack::{self, BlobType, FinishedPack, PackWriter, PreparedBlob};
 use crate::repository::Repository;
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -54,7 +55,7 @@ struct Uploader {
 }
 
 impl Uploader {
-    fn spawn(backend: Arc<dyn Backend>) -> Uploader {
+    fn spawn(backend: Arc<dyn Backend>, lock: Option<LockHandle>) -> Uploader {
         // Packs are written to temporary files as they fill; here they wait
         // to be fsynced and named. A few may queue while the disk catches
         // up (each costs a file descriptor, not memory).
@@ -64,16 +65,17 @@ impl Uploader {
         let threads = (0..UPLOAD_THREADS)
             .map(|_| {
                 let (rx, done_tx, backend) = (rx.clone(), done_tx.clone(), backend.clone());
+                let lock = lock.clone();
                 std::thread::spawn(move || {
                     for p in rx {
-                        let r =
-                            backend
-                                .commit(Kind::Pack, &p.id.to_hex(), p.out)
-                                .map(|()| IndexPack {
-                                    id: p.id,
-                                    size: p.size,
-                                    blobs: p.entries,
-                                });
+                        // A run that lost its lock writes nothing more.
+                        let r = check_lock(&lock)
+                            .and_then(|()| backend.commit(Kind::Pack, &p.id.to_hex(), p.out))
+                            .map(|()| IndexPack {
+                                id: p.id,
+                                size: p.size,
+                                blobs: p.entries,
+                            });
                         if done_tx.send(r).is_err() {
                             return;
                         }
@@ -108,19 +110,34 @@ pub struct Packer<'r> {
     in_pack: HashSet<Id>,
     unsegmented: Vec<IndexPack>,
     uploader: Uploader,
+    /// The run's repository lock, checked before every write.
+    lock: Option<LockHandle>,
     /// What this packer stored.
     pub stats: PackerStats,
 }
 
+/// Fails once the run's lock is lost (see [`LockHandle::check`]).
+fn check_lock(lock: &Option<LockHandle>) -> Result<()> {
+    lock.as_ref().map_or(Ok(()), LockHandle::check)
+}
+
 impl<'r> Packer<'r> {
-    /// A packer for `repo`, with its upload thread.
+    /// A packer for `repo`, with its upload threads, for a caller that
+    /// holds no lock (tests, tools).
     pub fn new(repo: &'r Repository) -> Result<Packer<'r>> {
+        Self::with_lock(repo, None)
+    }
+
+    /// A packer that checks the run's `lock` before every pack and segment
+    /// it writes, and stops with [`crate::Error::LockLost`] once it is lost.
+    pub fn with_lock(repo: &'r Repository, lock: Option<LockHandle>) -> Result<Packer<'r>> {
         Ok(Packer {
             repo,
             writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
-            uploader: Uploader::spawn(repo.backend_arc()),
+            uploader: Uploader::spawn(repo.backend_arc(), lock.clone()),
+            lock,
             stats: PackerStats::default(),
         })
     }
@@ -221,6 +238,7 @@ impl<'r> Packer<'r> {
         let seg = IndexSegment {
             packs: std::mem::take(&mut self.unsegmented),
         };
+        check_lock(&self.lock)?;
         let sid = index::write_segment(self.repo.backend(), self.repo.keys(), &seg)?;
         self.repo.index()?.absorb(&sid, &seg)?;
         for p in &seg.packs {

@@ -24,6 +24,7 @@ mod walk;
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::localfs::{self, meta::Owners};
+use crate::lock::{LockGuard, LockHandle};
 use crate::packer::PackerStats;
 use crate::progress::Progress;
 use crate::repository::Repository;
@@ -78,7 +79,8 @@ struct Walked {
 
 /// Runs a backup and writes its snapshot (unless `dry_run`). Takes a shared
 /// lock on the repository for the run (none for a dry run, which writes
-/// nothing).
+/// nothing) and checks it before every write: a run whose lock was lost
+/// stops with [`Error::LockLost`].
 pub fn backup(
     repo: &Repository,
     opts: &BackupOptions,
@@ -90,7 +92,7 @@ pub fn backup(
             "nothing to back up: give at least one path".into(),
         ));
     }
-    let _lock = if opts.dry_run {
+    let lock = if opts.dry_run {
         None
     } else {
         Some(repo.lock_shared()?)
@@ -123,7 +125,8 @@ pub fn backup(
     }
     // --force still records the parent, it just does not trust it.
     let parent_root = parent.as_ref().filter(|_| !opts.force).map(|(_, s)| s.tree);
-    let walked = run_pipeline(repo, opts, progress, &paths, parent_root)?;
+    let lock_handle = lock.as_ref().map(LockGuard::handle);
+    let walked = run_pipeline(repo, opts, progress, &paths, parent_root, lock_handle)?;
     let mut summary = walked.summary;
     if let Some(st) = walked.stored {
         summary.data_added = st.bytes_added_stored;
@@ -143,10 +146,12 @@ pub fn backup(
         program_version: crate::PROGRAM_VERSION.to_string(),
         summary: summary.clone(),
     };
-    let snapshot_id = if opts.dry_run {
-        None
-    } else {
-        Some(snapshot::save(repo, &snap)?)
+    let snapshot_id = match &lock {
+        None => None,
+        Some(l) => {
+            l.check()?;
+            Some(snapshot::save(repo, &snap)?)
+        }
     };
     Ok(BackupResult {
         snapshot_id,
@@ -188,6 +193,7 @@ fn run_pipeline(
     progress: &dyn Progress,
     paths: &[PathBuf],
     parent_root: Option<Id>,
+    lock: Option<LockHandle>,
 ) -> Result<Walked> {
     let excluder = Excluder::new(opts)?;
     let chunker = repo.chunker()?;
@@ -195,7 +201,7 @@ fn run_pipeline(
         let (tx, handle) = if opts.dry_run {
             (None, None)
         } else {
-            let (tx, h) = store::spawn(scope, repo);
+            let (tx, h) = store::spawn(scope, repo, lock);
             (Some(tx), Some(h))
         };
         let mut a = Archiver {

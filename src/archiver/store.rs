@@ -8,6 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::id::Id;
+use crate::lock::LockHandle;
 use crate::pack::BlobType;
 use crate::packer::{Packer, PackerStats, seal_blob};
 use crate::repository::Repository;
@@ -37,6 +38,7 @@ pub struct StoreItem {
 pub fn spawn<'scope, 'env>(
     scope: &'scope Scope<'scope, 'env>,
     repo: &'env Repository,
+    lock: Option<LockHandle>,
 ) -> (
     Sender<Vec<StoreItem>>,
     ScopedJoinHandle<'scope, Result<PackerStats>>,
@@ -49,7 +51,7 @@ pub fn spawn<'scope, 'env>(
         .unwrap_or(2)
         .clamp(1, 64);
     let handle = scope.spawn(move || -> Result<PackerStats> {
-        let packer = Mutex::new(Packer::new(repo)?);
+        let packer = Mutex::new(Packer::with_lock(repo, lock)?);
         let failed = AtomicBool::new(false);
         let first_error = std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers)

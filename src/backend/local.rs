@@ -299,6 +299,40 @@ impl Backend for LocalBackend {
         }
         Ok(())
     }
+
+    /// The object's mtime against the mtime of a probe file created beside
+    /// it (see `storage_now`): both stamped by whatever sets times on this
+    /// filesystem (the kernel, or the server of a network filesystem).
+    fn age(&self, kind: Kind, name: &str) -> Result<Option<std::time::Duration>> {
+        let p = self.full(kind, name)?;
+        let now = storage_now(&self.root.join(kind.dir()))?;
+        let modified = fs::symlink_metadata(&p)
+            .and_then(|m| m.modified())
+            .map_err(|e| Self::obj_err(kind, name, e))?;
+        // An object stamped after the probe (another writer's clock) is new.
+        Ok(Some(now.duration_since(modified).unwrap_or_default()))
+    }
+}
+
+/// Prefix of the probe files [`storage_now`] creates; listings skip them.
+const PROBE_PREFIX: &str = ".probe-";
+
+/// The filesystem's notion of now in `dir`: the mtime it gives a new,
+/// empty probe file, which is removed again.
+fn storage_now(dir: &Path) -> Result<std::time::SystemTime> {
+    let mut rnd = [0u8; 8];
+    crate::crypto::fill_random(&mut rnd)?;
+    let path = dir.join(format!("{PROBE_PREFIX}{}", hex::encode(rnd)));
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    let now = file.metadata().and_then(|m| m.modified());
+    drop(file);
+    // A probe left behind (removal failed) is skipped by listings.
+    let _ = fs::remove_file(&path);
+    now.map_err(|e| Error::io(&path, e))
 }
 
 #[cfg(test)]

@@ -167,6 +167,19 @@ pub trait Backend: Send + Sync {
             ))),
         }
     }
+
+    /// How long ago object `name` was last written, measured by the
+    /// storage's own clock alone: the object's modification time against the
+    /// storage's notion of now (never against this host's clock, which may
+    /// be skewed). Locks use it to tell a dead holder from a live one.
+    /// `Ok(None)`: this backend cannot say (the default); the lock module
+    /// then falls back to how long this host has seen the object unchanged
+    /// (see `lock::stale`). An error of kind `NotFound` if there is no such
+    /// object.
+    fn age(&self, kind: Kind, name: &str) -> Result<Option<std::time::Duration>> {
+        let _ = (kind, name);
+        Ok(None)
+    }
 }
 
 /// Reads `object`, whose storage reports `reported` bytes, from `source`,

@@ -13,6 +13,7 @@ mod cmd_ls;
 mod cmd_repair;
 mod cmd_restore;
 mod cmd_snapshots;
+mod cmd_unlock;
 mod filter;
 mod global;
 mod output;
@@ -48,6 +49,7 @@ enum Command {
     Diff(cmd_diff::Args),
     Ls(cmd_ls::Args),
     Cat(cmd_cat::Args),
+    Unlock(cmd_unlock::Args),
 }
 
 /// Parses the process arguments, runs the command and returns the exit code.
@@ -81,5 +83,6 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Diff(a) => cmd_diff::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),
+        Command::Unlock(a) => cmd_unlock::run(g, a),
     }
 }

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::{BlobLocation, Index, SyncReport};
 use crate::keys::{self, Credential, NewKey};
-use crate::lock::LockGuard;
+use crate::lock::{self, LockConfig, LockGuard, UnlockReport};
 use crate::object::{self, ObjectType};
 use crate::pack::{self, BlobType};
 use crate::tree::Tree;
@@ -224,16 +224,45 @@ impl Repository {
         Ok(id)
     }
 
+    /// How this process holds and judges locks: the defaults (or the
+    /// `LARDER_LOCK_REFRESH_SECS` test knob), watching locks from this
+    /// repository's cache directory when the backend cannot tell their age.
+    pub fn lock_config(&self) -> Result<LockConfig> {
+        LockConfig::from_env(Some(self.cache_dir.clone()))
+    }
+
     /// Takes a shared lock (backup, restore, check: many may run at once;
-    /// only an exclusive lock conflicts). Released when the guard drops.
+    /// only an exclusive lock conflicts). Released when the guard drops;
+    /// call [`LockGuard::check`] (or a [`LockGuard::handle`]'s) before
+    /// each write.
     pub fn lock_shared(&self) -> Result<LockGuard> {
-        LockGuard::acquire(self.backend.clone(), &self.master, false)
+        LockGuard::acquire(
+            self.backend.clone(),
+            &self.master,
+            false,
+            &self.lock_config()?,
+        )
     }
 
     /// Takes an exclusive lock (operations that delete what others may
     /// read). Released when the guard drops.
     pub fn lock_exclusive(&self) -> Result<LockGuard> {
-        LockGuard::acquire(self.backend.clone(), &self.master, true)
+        LockGuard::acquire(
+            self.backend.clone(),
+            &self.master,
+            true,
+            &self.lock_config()?,
+        )
+    }
+
+    /// Removes stale locks (every lock with `remove_all`): `larder unlock`.
+    pub fn unlock(&self, remove_all: bool) -> Result<UnlockReport> {
+        lock::unlock(
+            self.backend.as_ref(),
+            &self.keys,
+            &self.lock_config()?,
+            remove_all,
+        )
     }
 
     /// Where blob `id` is stored.

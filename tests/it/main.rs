@@ -5,6 +5,7 @@ mod common;
 mod daily;
 mod fidelity;
 mod hostile;
+mod locks;
 mod repo_core;
 mod safety;
 mod support;

@@ -502,3 +502,46 @@ fn interrupted_backup_cleans_up() {
         restore_latest_and_compare(&t, &src);
     }
 }
+
+/// Item 8 in a real run: a backup whose lock is removed under it stops
+/// before it writes another pack, segment or snapshot (exit 11), and the
+/// repository still passes `check`.
+#[test]
+fn backup_that_loses_its_lock_stops_writing() {
+    let t = cli_repo();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for i in 0..24 {
+        write(&src.join(format!("f{i:02}")), &rand_bytes(300 + i, 1 << 20));
+    }
+    let mut c = common::larder(&t.repo_path(), &t.cache_path());
+    c.env("LARDER_LOCK_REFRESH_SECS", "1")
+        .args(["backup", path_str(&src)])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let child = c.spawn().unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while pack_files(&t.repo_path()).0 < 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // Freeze it, take its lock away, and let it go on.
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    for e in fs::read_dir(t.repo_path().join("locks")).unwrap() {
+        fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    let packs_then = pack_files(&t.repo_path()).0;
+    std::thread::sleep(Duration::from_secs(2));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(11), "{err}");
+    assert!(err.contains("lost the repository lock"), "{err}");
+    assert!(t.backend().list(Kind::Snapshot).unwrap().is_empty());
+    // Packs already in flight when it stopped may have landed; no more.
+    assert!(
+        pack_files(&t.repo_path()).0 <= packs_then + 6,
+        "it went on writing packs"
+    );
+    cli(&t.repo_path(), &t.cache_path(), &["check"], 0);
+}

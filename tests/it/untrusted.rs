@@ -437,9 +437,13 @@ fn lock_value() -> LockInfo {
     LockInfo {
         hostname: "host.example".into(),
         username: "alice".into(),
+        machine_id: [0x11; 16],
+        boot_id: [0x22; 16],
+        pid_ns: 4_026_531_836,
         pid: 4242,
+        start_time: 123_456,
         created: 1_760_000_000,
-        expires: 1_760_001_800,
+        lifetime_secs: 1800,
         exclusive: false,
         nonce: [9; 16],
     }

@@ -59,7 +59,7 @@ const PARAMS: ChunkerParams = ChunkerParams {
 const SPEC_CTX_ENCRYPT: &str = "larder 2026-11 v1 object encryption key";
 const SPEC_CTX_BLOB_ID: &str = "larder 2026-11 v1 blob id key";
 const SPEC_CTX_GEAR: &str = "larder 2026-11 v1 fastcdc gear table";
-const SPEC_VERSION: u8 = 2;
+const SPEC_VERSION: u8 = 3;
 const SPEC_ENTRY_LEN: usize = 50;
 const SPEC_TRAILER_LEN: usize = 12;
 /// A passphrase key's body: `salt (32) | nonce (24) | sealed master key (48)`.
@@ -378,13 +378,18 @@ fn snapshot(tree: Id) -> Snapshot {
 }
 
 fn lock_info() -> LockInfo {
+    // A shared lock held on another machine: it blocks no backup, and is
+    // stale once its object is older than 30 minutes on the storage.
     LockInfo {
         hostname: "vector-host".into(),
         username: "vector".into(),
+        machine_id: [0x11; 16],
+        boot_id: [0x22; 16],
+        pid_ns: 4_026_531_836,
         pid: 4242,
+        start_time: 123_456_789,
         created: T0,
-        // Long expired: the lock is stale and never blocks anyone.
-        expires: T0 + 1800,
+        lifetime_secs: 1800,
         exclusive: false,
         nonce: [0x5a; 16],
     }
@@ -571,9 +576,13 @@ fn pc_lock(l: &LockInfo) -> Vec<u8> {
     let mut p = Pc::default();
     p.bytes(l.hostname.as_bytes())
         .bytes(l.username.as_bytes())
+        .raw(&l.machine_id)
+        .raw(&l.boot_id)
+        .var(l.pid_ns)
         .var(l.pid as u64)
+        .var(l.start_time)
         .zz(l.created)
-        .zz(l.expires)
+        .var(l.lifetime_secs as u64)
         .byte(l.exclusive as u8)
         .raw(&l.nonce);
     p.0
@@ -1259,7 +1268,9 @@ fn index_snapshot_and_lock_decode() {
         assert_eq!(pc_lock(&lock_info()), body);
         let got: LockInfo = object::open(&keys, ObjectType::Lock, "lock", &bytes).unwrap();
         assert_eq!(got, lock_info());
-        assert!(got.is_stale(T0 + 3600));
+        assert_eq!(got.lifetime(), std::time::Duration::from_secs(1800));
+        // Another machine's lock: judged by its age, never by its pid.
+        assert!(!larder::host::process_space().shares_pids_with(&got.space()));
     }
 }
 
