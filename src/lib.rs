@@ -44,6 +44,7 @@ pub mod packer;
 pub mod progress;
 pub mod repository;
 pub mod restorer;
+pub mod retention;
 pub mod snapshot;
 pub mod tree;
 pub mod walker;

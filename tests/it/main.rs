@@ -4,6 +4,7 @@ mod bench_table;
 mod common;
 mod daily;
 mod fidelity;
+mod forget_policy;
 mod hostile;
 mod locks;
 mod repo_core;
