@@ -26,6 +26,7 @@ pub mod pack;
 pub mod packer;
 pub mod repository;
 pub mod restorer;
+pub mod schedule;
 pub mod snapshot;
 pub mod tree;
 
