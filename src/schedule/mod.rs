@@ -10,14 +10,19 @@ pub mod calendar;
 pub mod clock;
 pub mod config;
 pub mod credentials;
+pub mod events;
+pub mod health;
 pub mod oncalendar;
 pub mod paths;
 pub mod profile;
+pub mod prometheus;
 mod raw;
+pub mod records;
 pub mod retry;
 pub mod steps;
 #[cfg(test)]
 mod testutil;
+pub mod timefmt;
 pub mod values;
 
 pub use calendar::Schedule;
