@@ -10,8 +10,10 @@ pub mod calendar;
 pub mod clock;
 pub mod config;
 pub mod credentials;
+pub mod cycle;
 pub mod events;
 pub mod health;
+pub mod hooks;
 pub mod oncalendar;
 pub mod paths;
 pub mod profile;
@@ -19,6 +21,7 @@ pub mod prometheus;
 mod raw;
 pub mod records;
 pub mod retry;
+pub mod runlock;
 pub mod steps;
 #[cfg(test)]
 mod testutil;
