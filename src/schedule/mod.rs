@@ -12,6 +12,7 @@ pub mod config;
 pub mod credentials;
 pub mod crontab;
 pub mod cycle;
+pub mod daemon;
 pub mod events;
 pub mod health;
 pub mod hooks;
