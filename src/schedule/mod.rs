@@ -31,6 +31,7 @@ pub mod systemd;
 mod testutil;
 pub mod timefmt;
 pub mod values;
+pub mod view;
 
 pub use calendar::Schedule;
 pub use clock::{Clock, FakeClock, RealSleeper, Sleeper, StopFlag, SystemClock};
