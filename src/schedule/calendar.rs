@@ -146,17 +146,21 @@ impl Schedule {
                 .ok()?
                 .timestamp();
             let mut best = None;
-            let mut x = self
-                .next_after(candidate - jiff::SignedDuration::from_secs(1), tz)
+            let before = candidate
+                .checked_sub(jiff::SignedDuration::from_secs(1))
                 .ok()?;
+            let mut x = self.next_after(before, tz).ok()?;
             while x <= t {
                 best = Some(x);
-                x = self.next_after(x, tz).ok()?;
+                match self.next_after(x, tz) {
+                    Ok(n) => x = n,
+                    Err(_) => break,
+                }
             }
             if best.is_some() {
                 return best;
             }
-            probe = candidate - jiff::SignedDuration::from_secs(1);
+            probe = before;
         }
         None
     }

@@ -1,3 +1,5 @@
+//! Tests of schedule parsing and due times: shorthands, cron fields, intervals, refusals, and Europe/Berlin's clock changes.
+
 use super::*;
 
 use crate::schedule::testutil::{berlin, ts};

@@ -1,3 +1,5 @@
+//! Tests of reading larder.toml: line-numbered errors, defaults, inheritance, cycles, credential file permissions.
+
 use super::*;
 use crate::schedule::profile::Credential;
 use crate::schedule::values::{CheckSubset, IoNice};
@@ -289,4 +291,30 @@ fn credential_files_must_be_private() {
 fn a_missing_config_file_says_how_to_give_one() {
     let e = Config::load(Path::new("/nonexistent/larder.toml"), &env()).unwrap_err();
     assert!(e.to_string().contains("--config"), "{e}");
+}
+
+/// The commented example the README shows parses as described.
+#[test]
+fn the_documented_example_parses() {
+    let text = include_str!("example.toml");
+    let c = parse(text).unwrap();
+    let home = c.profile("home").unwrap();
+    assert_eq!(
+        home.credential,
+        Credential::PasswordFile("/home/u/.config/larder/pass".into())
+    );
+    assert_eq!(home.paths, vec![PathBuf::from("/home/u/")]);
+    assert_eq!(home.schedule.as_ref().unwrap().as_str(), "daily");
+    assert_eq!(home.prune.as_ref().unwrap().as_str(), "weekly");
+    assert_eq!(home.retention.keep_yearly, Some(-1));
+    assert_eq!(home.hooks.timeout, Duration::from_secs(300));
+    assert!(
+        home.hooks
+            .on_failure
+            .as_deref()
+            .unwrap()
+            .contains("$LARDER_ERROR")
+    );
+    assert_eq!(home.retry.max_delay, Duration::from_secs(600));
+    assert!(c.profile("base").unwrap().schedule.is_none());
 }

@@ -1,3 +1,5 @@
+//! Tests of the crontab line and of block editing: byte-for-byte round trips, idempotent install.
+
 use super::*;
 use crate::schedule::config::Config;
 use crate::schedule::paths::Env;

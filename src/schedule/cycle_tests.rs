@@ -1,3 +1,5 @@
+//! Tests of the run cycle with scripted steps, real hooks and a fake clock: order, retries, failures, stops, --if-due, locks.
+
 use super::*;
 use crate::schedule::clock::FakeClock;
 use crate::schedule::config::Config;

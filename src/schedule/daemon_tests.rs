@@ -1,3 +1,5 @@
+//! Tests of the daemon loop on a fake clock: catch-up, ordering, stop requests, busy profiles, hold-off.
+
 use super::*;
 use crate::schedule::clock::{Clock, FakeClock, StopFlag};
 use crate::schedule::config::Config;

@@ -153,7 +153,9 @@ fn word(
     };
     let interval = s.interval();
     let g = signed(grace(interval));
-    let allowed = signed(interval.saturating_mul(2)) + g;
+    let allowed = signed(interval.saturating_mul(2))
+        .checked_add(g)
+        .unwrap_or(SignedDuration::MAX);
     match &h.last_success {
         Some(ok) if now.duration_since(ok.started) > allowed => {
             return (

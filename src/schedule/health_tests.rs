@@ -1,3 +1,5 @@
+//! Tests of the due rule and the health words at chosen instants: never, ok, late, failing, catch-up, DST.
+
 use super::*;
 use crate::schedule::testutil::{berlin, ts};
 

@@ -1,3 +1,5 @@
+//! Tests of hooks as real `sh` processes: environment, status and output, timeout killing the process group.
+
 use super::*;
 use std::path::Path;
 

@@ -1,3 +1,5 @@
+//! Tests of the OnCalendar= translation, checked against `systemd-analyze calendar` when it is installed.
+
 use crate::schedule::calendar::Schedule;
 use crate::schedule::testutil::{berlin, ts};
 use jiff::Timestamp;

@@ -1,3 +1,5 @@
+//! Tests of the run database: recording runs and steps, history queries, closing runs left unfinished.
+
 use super::*;
 use crate::schedule::testutil::ts;
 

@@ -1,3 +1,5 @@
+//! Tests of the unit writer: exact contents, idempotent install, exact removal, `systemd-analyze verify`.
+
 use super::*;
 use crate::schedule::config::Config;
 use std::process::Command;
