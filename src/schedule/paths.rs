@@ -87,7 +87,7 @@ pub fn state_dir(env: &Env) -> Result<PathBuf> {
     Ok(base.join("larder"))
 }
 
-/// The standard cache directory tag (https://bford.info/cachedir/).
+/// The standard cache directory tag (<https://bford.info/cachedir/>).
 pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
 # This file is a cache directory tag created by larder.\n\
 # It keeps backups from storing larder's own state.\n\
