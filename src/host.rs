@@ -60,6 +60,34 @@ pub fn state_dir() -> std::path::PathBuf {
     std::env::temp_dir().join("larder-state")
 }
 
+/// The standard cache directory tag (<https://bford.info/cachedir/>) that
+/// larder puts in its cache and state directories. Its comment names
+/// larder, so a backup recognises (and always skips) larder's own
+/// directories, wherever they are.
+pub const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
+# This file is a cache directory tag created by larder.\n\
+# It keeps backups from storing larder's own state.\n\
+# For information about cache directory tags see https://bford.info/cachedir/\n";
+
+/// Creates one of larder's own directories (mode 0700) if needed and makes
+/// sure it holds larder's `CACHEDIR.TAG`.
+pub fn prepare_state_dir(dir: &std::path::Path) -> crate::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| crate::Error::io(dir, e))?;
+    let tag = dir.join("CACHEDIR.TAG");
+    if !tag.exists() {
+        let tmp = dir.join(".CACHEDIR.TAG.tmp");
+        std::fs::write(&tmp, CACHEDIR_TAG)
+            .and_then(|()| std::fs::rename(&tmp, &tag))
+            .map_err(|e| crate::Error::io(&tag, e))?;
+    }
+    Ok(())
+}
+
 /// The key-derivation context that turns the system's machine id into the
 /// one larder records (systemd asks applications never to expose the raw id).
 const MACHINE_ID_CONTEXT: &str = "larder 2026-11 v1 lock machine id";

@@ -45,6 +45,7 @@ pub mod progress;
 pub mod repository;
 pub mod restorer;
 pub mod retention;
+pub mod schedule;
 pub mod snapshot;
 pub mod tree;
 pub mod walker;

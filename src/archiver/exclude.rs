@@ -67,17 +67,31 @@ impl Excluder {
                     return true;
                 }
             }
-            if self.caches
-                && let Ok(mut f) = File::open(fs_path.join("CACHEDIR.TAG"))
+            if let Some(tag) = cachedir_tag(fs_path)
+                && (self.caches || tag.larders)
             {
-                let mut buf = [0u8; 43];
-                if std::io::Read::read_exact(&mut f, &mut buf).is_ok()
-                    && buf[..] == *CACHEDIR_SIGNATURE
-                {
-                    return true;
-                }
+                return true;
             }
         }
         false
     }
+}
+
+/// A valid `CACHEDIR.TAG` in a directory: whether larder wrote it (larder's
+/// cache and state directories are never backed up, even without
+/// `--exclude-caches`).
+struct CacheTag {
+    larders: bool,
+}
+
+/// The directory's `CACHEDIR.TAG`, if it has a valid one.
+fn cachedir_tag(dir: &Path) -> Option<CacheTag> {
+    let f = File::open(dir.join("CACHEDIR.TAG")).ok()?;
+    let mut buf = Vec::with_capacity(256);
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, 256), &mut buf).ok()?;
+    if !buf.starts_with(CACHEDIR_SIGNATURE) {
+        return None;
+    }
+    let larders = buf.windows(17).any(|w| w == b"created by larder");
+    Some(CacheTag { larders })
 }

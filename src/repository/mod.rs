@@ -118,6 +118,8 @@ impl Repository {
         key_id: Id,
         cache_dir: &Path,
     ) -> Result<Repository> {
+        // The cache root carries larder's CACHEDIR.TAG, so no backup stores it.
+        crate::host::prepare_state_dir(cache_dir)?;
         let dir = cache_dir.join(config.id.to_hex());
         let mut index = Index::open(&dir.join("index.sqlite"))?;
         let synced = index.sync(backend.as_ref(), &keys)?;

@@ -142,7 +142,7 @@ impl KnownRepositories {
     fn lock(&self) -> Result<File> {
         let lock_path = self.path.with_extension("lock");
         if let Some(d) = lock_path.parent() {
-            fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+            crate::host::prepare_state_dir(d)?;
         }
         let f = File::options()
             .create(true)

@@ -545,3 +545,53 @@ fn backup_that_loses_its_lock_stops_writing() {
     );
     cli(&t.repo_path(), &t.cache_path(), &["check"], 0);
 }
+
+/// Issue 12: larder's own cache and state directories carry its
+/// CACHEDIR.TAG and are never backed up, even without --exclude-caches (a
+/// profile that backs up a home directory must not store the index of the
+/// repository it writes to); another program's cache still is, unless
+/// --exclude-caches.
+#[test]
+fn larders_own_directories_are_never_backed_up() {
+    let t = cli_repo();
+    let base = tempfile::tempdir().unwrap();
+    let home = base.path().join("home");
+    write(&home.join("notes.txt"), b"keep me");
+    let other_cache = home.join("browser-cache");
+    write(
+        &other_cache.join("CACHEDIR.TAG"),
+        b"Signature: 8a477f597d28d172789f06886806bc55\n# another program\n",
+    );
+    write(&other_cache.join("blob"), b"cached");
+    let (cache, state) = (home.join(".cache/larder"), home.join(".local/state/larder"));
+    let with_dirs = |args: &[&str], want: i32| {
+        let mut c = common::larder(&t.repo_path(), &cache);
+        c.env("LARDER_STATE_DIR", &state).args(args);
+        let (code, out, err) = run(c);
+        assert_eq!(code, want, "{args:?}: {out}{err}");
+        out
+    };
+    with_dirs(&["backup", path_str(&home)], 0);
+    assert!(cache.join("CACHEDIR.TAG").exists() && state.join("CACHEDIR.TAG").exists());
+    // The second backup runs with both directories already full.
+    with_dirs(&["backup", path_str(&home)], 0);
+    let listed = with_dirs(&["ls", "latest"], 0);
+    let rel = |p: &Path| p.strip_prefix(base.path()).unwrap().display().to_string();
+    assert!(listed.contains(&rel(&home.join("notes.txt"))), "{listed}");
+    assert!(listed.contains(&rel(&other_cache.join("blob"))), "{listed}");
+    assert!(
+        !listed.contains("index.sqlite"),
+        "the cache was stored: {listed}"
+    );
+    assert!(
+        !listed.contains("known_repositories"),
+        "the state was stored: {listed}"
+    );
+    with_dirs(&["backup", "--exclude-caches", path_str(&home)], 0);
+    let listed = with_dirs(&["ls", "latest"], 0);
+    assert!(
+        !listed.contains(&rel(&other_cache.join("blob"))),
+        "{listed}"
+    );
+    assert!(listed.contains(&rel(&home.join("notes.txt"))), "{listed}");
+}

@@ -1,0 +1,269 @@
+//! Turning one merged profile table into a [`Profile`]: each key's value
+//! checked and converted, defaults filled in, paths expanded (`~/` is the
+//! home directory; a relative credential, exclude or metrics file is
+//! relative to the configuration file's directory; backup paths must be
+//! absolute). Errors pile up, each with its line, so one `config check`
+//! shows them all.
+
+use super::calendar::Schedule;
+use super::config::{Ctx, val};
+use super::profile::{
+    BackupOptions, Credential, DEFAULT_HOOK_TIMEOUT, DEFAULT_NICE, Hooks, Origin, Profile,
+    Retention,
+};
+use super::raw::RawProfile;
+use super::retry::RetryPolicy;
+use super::values::{CheckSubset, IoNice, duration, keep_count};
+use std::path::PathBuf;
+use toml::Spanned;
+
+/// Collects the errors of one profile while converting its values.
+pub(crate) struct Builder<'a> {
+    ctx: &'a Ctx<'a>,
+    name: &'a str,
+    header: usize,
+    pub errors: Vec<String>,
+}
+
+impl<'a> Builder<'a> {
+    pub fn new(ctx: &'a Ctx<'a>, name: &'a str, header: usize) -> Self {
+        Builder {
+            ctx,
+            name,
+            header,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Records an error at byte offset `pos`.
+    pub fn fail(&mut self, pos: usize, message: impl std::fmt::Display) {
+        let m = self
+            .ctx
+            .at(pos, format!("profile {}: {message}", self.name));
+        self.errors.push(m);
+    }
+
+    /// Converts a value if it is set; a conversion error is recorded at the
+    /// value's line and gives `None`.
+    fn conv<T, U>(
+        &mut self,
+        v: &Option<Spanned<T>>,
+        f: impl FnOnce(&T) -> Result<U, String>,
+    ) -> Option<U> {
+        let v = v.as_ref()?;
+        match f(v.get_ref()) {
+            Ok(u) => Some(u),
+            Err(m) => {
+                self.fail(v.span().start, m);
+                None
+            }
+        }
+    }
+
+    /// The whole profile, or `None` when a required part is missing or bad.
+    pub fn profile(&mut self, r: &RawProfile, origin: Origin) -> Option<Profile> {
+        let ctx = self.ctx;
+        let repository = self.repository(r);
+        let credential = self.credential(r);
+        let paths = self
+            .conv(&r.paths, |v| {
+                v.iter().map(|s| source_path(ctx, s)).collect()
+            })
+            .unwrap_or_default();
+        let backup = self.backup(r);
+        let schedule = self.conv(&r.schedule, |s| Schedule::parse(s));
+        let prune = self.conv(&r.prune, |s| Schedule::parse(s));
+        let check = self.conv(&r.check, |s| Schedule::parse(s));
+        let check_subset = self.conv(&r.check_subset, |s| CheckSubset::parse(s));
+        let retention = self.retention(r);
+        let nice = self
+            .conv(&r.nice, |n| match i32::try_from(*n) {
+                Ok(n) if (-20..=19).contains(&n) => Ok(n),
+                _ => Err(format!("nice = {n}: expected -20 to 19")),
+            })
+            .unwrap_or(DEFAULT_NICE);
+        let ionice = self
+            .conv(&r.ionice, |s| IoNice::parse(s))
+            .unwrap_or(IoNice::Idle);
+        let hooks = Hooks {
+            before: val(&r.before),
+            after: val(&r.after),
+            on_success: val(&r.on_success),
+            on_failure: val(&r.on_failure),
+            timeout: self
+                .conv(&r.hook_timeout, |s| duration(s, "hook-timeout"))
+                .unwrap_or(DEFAULT_HOOK_TIMEOUT),
+        };
+        let retry = self.retry(r);
+        let prometheus_textfile = self.conv(&r.prometheus_textfile, |s| file_path(ctx, s));
+        Some(Profile {
+            name: self.name.to_string(),
+            inherit: val(&r.inherit),
+            repository: repository?,
+            credential: credential?,
+            paths,
+            backup,
+            schedule,
+            retention,
+            prune,
+            check,
+            check_subset,
+            nice,
+            ionice,
+            hooks,
+            retry,
+            prometheus_textfile,
+            origin,
+        })
+    }
+
+    fn repository(&mut self, r: &RawProfile) -> Option<String> {
+        if r.repository.is_none() {
+            self.fail(self.header, "no repository");
+            return None;
+        }
+        let ctx = self.ctx;
+        self.conv(&r.repository, |s| {
+            let p = ctx.env.expand_tilde(s).map_err(|e| e.to_string())?;
+            if p.is_relative() && !s.contains(':') {
+                return Err(format!("repository {s:?} must be an absolute path"));
+            }
+            Ok(p.to_string_lossy().into_owned())
+        })
+    }
+
+    /// Exactly one of `password-file`, `password-command`, `identity-file`.
+    fn credential(&mut self, r: &RawProfile) -> Option<Credential> {
+        let ctx = self.ctx;
+        let set: Vec<(&str, usize)> = [
+            (
+                "password-file",
+                r.password_file.as_ref().map(|v| v.span().start),
+            ),
+            (
+                "password-command",
+                r.password_command.as_ref().map(|v| v.span().start),
+            ),
+            (
+                "identity-file",
+                r.identity_file.as_ref().map(|v| v.span().start),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(k, s)| s.map(|s| (k, s)))
+        .collect();
+        match set.as_slice() {
+            [] => {
+                self.fail(
+                    self.header,
+                    "no credential source: set password-file, password-command or identity-file",
+                );
+                None
+            }
+            [_] => {
+                if let Some(c) = val(&r.password_command) {
+                    return Some(Credential::PasswordCommand(c));
+                }
+                if r.password_file.is_some() {
+                    return self
+                        .conv(&r.password_file, |s| file_path(ctx, s))
+                        .map(Credential::PasswordFile);
+                }
+                self.conv(&r.identity_file, |s| file_path(ctx, s))
+                    .map(Credential::IdentityFile)
+            }
+            [(a, _), (b, pos), ..] => {
+                self.fail(
+                    *pos,
+                    format!("both {a} and {b} are set; keep one credential source"),
+                );
+                None
+            }
+        }
+    }
+
+    fn backup(&mut self, r: &RawProfile) -> BackupOptions {
+        let ctx = self.ctx;
+        BackupOptions {
+            exclude: val(&r.exclude).unwrap_or_default(),
+            exclude_file: self
+                .conv(&r.exclude_file, |v| {
+                    v.iter().map(|s| file_path(ctx, s)).collect()
+                })
+                .unwrap_or_default(),
+            exclude_if_present: val(&r.exclude_if_present).unwrap_or_default(),
+            exclude_caches: val(&r.exclude_caches).unwrap_or(false),
+            one_file_system: val(&r.one_file_system).unwrap_or(false),
+            tags: val(&r.tags).unwrap_or_default(),
+            host: val(&r.host),
+        }
+    }
+
+    fn retention(&mut self, r: &RawProfile) -> Retention {
+        let mut count = |v: &Option<Spanned<i64>>, key: &str| self.conv(v, |n| keep_count(*n, key));
+        Retention {
+            keep_last: count(&r.keep_last, "keep-last"),
+            keep_hourly: count(&r.keep_hourly, "keep-hourly"),
+            keep_daily: count(&r.keep_daily, "keep-daily"),
+            keep_weekly: count(&r.keep_weekly, "keep-weekly"),
+            keep_monthly: count(&r.keep_monthly, "keep-monthly"),
+            keep_yearly: count(&r.keep_yearly, "keep-yearly"),
+            keep_within: val(&r.keep_within),
+            keep_within_hourly: val(&r.keep_within_hourly),
+            keep_within_daily: val(&r.keep_within_daily),
+            keep_within_weekly: val(&r.keep_within_weekly),
+            keep_within_monthly: val(&r.keep_within_monthly),
+            keep_within_yearly: val(&r.keep_within_yearly),
+            keep_tag: val(&r.keep_tag).unwrap_or_default(),
+            group_by: val(&r.group_by),
+        }
+    }
+
+    fn retry(&mut self, r: &RawProfile) -> RetryPolicy {
+        let d = RetryPolicy::default();
+        let retry = RetryPolicy {
+            retries: self
+                .conv(&r.retries, |n| match u32::try_from(*n) {
+                    Ok(n) if n <= 100 => Ok(n),
+                    _ => Err(format!("retries = {n}: expected 0 to 100")),
+                })
+                .unwrap_or(d.retries),
+            delay: self
+                .conv(&r.retry_delay, |s| duration(s, "retry-delay"))
+                .unwrap_or(d.delay),
+            max_delay: self
+                .conv(&r.retry_max_delay, |s| duration(s, "retry-max-delay"))
+                .unwrap_or(d.max_delay),
+        };
+        if retry.max_delay < retry.delay
+            && let Some(v) = r.retry_max_delay.as_ref().or(r.retry_delay.as_ref())
+        {
+            self.fail(
+                v.span().start,
+                "retry-max-delay is shorter than retry-delay",
+            );
+        }
+        retry
+    }
+}
+
+/// A file named in the profile: `~/` expanded, relative to the
+/// configuration file's directory.
+fn file_path(ctx: &Ctx, s: &str) -> Result<PathBuf, String> {
+    let p = ctx.env.expand_tilde(s).map_err(|e| e.to_string())?;
+    if p.is_absolute() {
+        return Ok(p);
+    }
+    let dir = ctx.file.parent().unwrap_or(std::path::Path::new("."));
+    Ok(dir.join(p))
+}
+
+/// A path to back up: `~/` expanded, and then it must be absolute.
+fn source_path(ctx: &Ctx, s: &str) -> Result<PathBuf, String> {
+    let p = ctx.env.expand_tilde(s).map_err(|e| e.to_string())?;
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err(format!("path {s:?} must be absolute (or start with ~/)"))
+    }
+}

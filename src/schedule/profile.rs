@@ -1,0 +1,178 @@
+//! A resolved profile: everything one scheduled run needs, validated, with
+//! the line each key came from (for later errors). It serialises, in the
+//! file's kebab-case names, as the view `larder config check` prints.
+
+use super::calendar::Schedule;
+use super::retry::RetryPolicy;
+use super::values::{CheckSubset, IoNice, duration_text};
+use crate::error::Error;
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The default `nice` value of a run: lower priority than interactive work.
+pub const DEFAULT_NICE: i32 = 10;
+/// The default time a hook may take before it is killed.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// One profile, with inheritance applied.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Profile {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inherit: Option<String>,
+    /// The repository location.
+    pub repository: String,
+    /// Where the repository's secret comes from (never the secret itself).
+    pub credential: Credential,
+    /// What to back up (absolute paths; may be empty for a profile that
+    /// only serves as a parent).
+    pub paths: Vec<PathBuf>,
+    pub backup: BackupOptions,
+    pub schedule: Option<Schedule>,
+    pub retention: Retention,
+    /// When `prune` runs (after a backup, once this schedule is due).
+    pub prune: Option<Schedule>,
+    /// When `check` runs.
+    pub check: Option<Schedule>,
+    pub check_subset: Option<CheckSubset>,
+    pub nice: i32,
+    pub ionice: IoNice,
+    pub hooks: Hooks,
+    pub retry: RetryPolicy,
+    pub prometheus_textfile: Option<PathBuf>,
+    /// Where each key was written.
+    #[serde(skip)]
+    pub origin: Origin,
+}
+
+/// Where the repository's password or identity comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Credential {
+    /// The first line of this file is the passphrase.
+    PasswordFile(PathBuf),
+    /// The first output line of this shell command is the passphrase.
+    PasswordCommand(String),
+    /// An age identity file.
+    IdentityFile(PathBuf),
+}
+
+/// The backup command's options.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct BackupOptions {
+    pub exclude: Vec<String>,
+    pub exclude_file: Vec<PathBuf>,
+    pub exclude_if_present: Vec<String>,
+    pub exclude_caches: bool,
+    pub one_file_system: bool,
+    pub tags: Vec<String>,
+    pub host: Option<String>,
+}
+
+/// The retention policy as written (`forget`'s flags); the retention module
+/// turns it into a policy. Counts are `-1` for unlimited.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Retention {
+    pub keep_last: Option<i64>,
+    pub keep_hourly: Option<i64>,
+    pub keep_daily: Option<i64>,
+    pub keep_weekly: Option<i64>,
+    pub keep_monthly: Option<i64>,
+    pub keep_yearly: Option<i64>,
+    pub keep_within: Option<String>,
+    pub keep_within_hourly: Option<String>,
+    pub keep_within_daily: Option<String>,
+    pub keep_within_weekly: Option<String>,
+    pub keep_within_monthly: Option<String>,
+    pub keep_within_yearly: Option<String>,
+    pub keep_tag: Vec<String>,
+    pub group_by: Option<String>,
+}
+
+impl Retention {
+    /// Whether any `keep-*` rule is set (`group-by` alone is no policy):
+    /// without one, the run cycle skips `forget`.
+    pub fn is_set(&self) -> bool {
+        let counts = [
+            self.keep_last,
+            self.keep_hourly,
+            self.keep_daily,
+            self.keep_weekly,
+            self.keep_monthly,
+            self.keep_yearly,
+        ];
+        let within = [
+            &self.keep_within,
+            &self.keep_within_hourly,
+            &self.keep_within_daily,
+            &self.keep_within_weekly,
+            &self.keep_within_monthly,
+            &self.keep_within_yearly,
+        ];
+        counts.iter().any(Option::is_some)
+            || within.iter().any(|w| w.is_some())
+            || !self.keep_tag.is_empty()
+    }
+}
+
+/// Shell commands run around a cycle, each limited to `timeout`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Hooks {
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub on_success: Option<String>,
+    pub on_failure: Option<String>,
+    #[serde(serialize_with = "ser_duration")]
+    pub timeout: Duration,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            before: None,
+            after: None,
+            on_success: None,
+            on_failure: None,
+            timeout: DEFAULT_HOOK_TIMEOUT,
+        }
+    }
+}
+
+/// The file a profile was read from and the line of each of its keys
+/// (a key inherited from a parent has the parent's line).
+#[derive(Clone, Debug, Default)]
+pub struct Origin {
+    pub file: PathBuf,
+    /// The line of the `[profile.NAME]` header.
+    pub header_line: usize,
+    pub key_lines: BTreeMap<&'static str, usize>,
+}
+
+impl Profile {
+    /// A configuration error about `key` (its line, or the profile's header
+    /// when the key is not set): `FILE:LINE: profile NAME: MESSAGE`.
+    pub fn error_at(&self, key: &str, message: impl std::fmt::Display) -> Error {
+        let line = self
+            .origin
+            .key_lines
+            .get(key)
+            .copied()
+            .unwrap_or(self.origin.header_line);
+        Error::Usage(format!(
+            "{}:{line}: profile {}: {message}",
+            self.origin.file.display(),
+            self.name
+        ))
+    }
+}
+
+/// Writes a duration as the file would (`"15m"`).
+pub(crate) fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&duration_text(*d))
+}
