@@ -14,7 +14,7 @@
 //! | cryptography and formats | [`crypto`] (keys, sealing, blob ids), [`object`] (sealed objects), [`keys`] (key files), [`chunker`], [`pack`] (format, blobs, writer), [`tree`] (nodes and tree blobs), [`index`] (segments and the SQLite cache) |
 //! | the repository | [`lock`], [`repository`] (init, open, config, blob and tree reads, repair), [`snapshot`] (objects, listing, `latest`), [`packer`] (writing new blobs into packs and segments) |
 //! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait) |
-//! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`check`] |
+//! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`check`], [`maintenance`] (forget, prune, repair snapshots, stats; the used-blob set), [`retention`] (the forget policy), [`schedule`] (profiles and periodic runs) |
 //! | the command line | [`cli`] (one handler per command; terminal output) |
 //!
 //! Where coming work lands: retention and `forget`/`prune` as new
@@ -38,6 +38,7 @@ pub mod interrupt;
 pub mod keys;
 pub mod localfs;
 pub mod lock;
+pub mod maintenance;
 pub mod object;
 pub mod pack;
 pub mod packer;

@@ -176,6 +176,12 @@ impl Index {
         Error::sqlite(&self.path, e)
     }
 
+    /// The database file (another connection may attach it read-only, as
+    /// prune's usage database does).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Brings the cache up to date with `index/` in the repository: absorbs
     /// new segments first, then forgets vanished ones (so a pack that moved
     /// from a vanished segment to a new one is never missing in between).
