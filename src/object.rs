@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 /// Magic bytes that open every larder object.
 pub const MAGIC: &[u8; 4] = b"LRDR";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u8 = 3;
+pub const FORMAT_VERSION: u8 = 4;
 /// Largest decoded body a reader accepts (bounds every allocation).
 pub const MAX_OBJECT_PLAIN: usize = 256 << 20;
 /// Largest stored sealed object a reader accepts (body limit plus framing).
@@ -31,6 +31,7 @@ pub enum ObjectType {
     Index = b'I',
     Snapshot = b'S',
     Lock = b'L',
+    Mark = b'M',
 }
 
 /// Encodes a value as postcard bytes (the canonical encoding).

@@ -119,8 +119,14 @@ pub fn backup(
         .collect();
     let hostname = opts.host.clone().unwrap_or_else(crate::host::hostname);
     let parent = find_parent(repo, opts, &hostname, &path_strings)?;
-    if !opts.dry_run {
+    if let Some(l) = &lock {
+        // Under the lock: the index as it is now, with every deletion mark
+        // (blobs only marked packs hold are not deduplicated against), so
+        // a prune that marked packs before this lock existed knows this
+        // run cannot depend on them.
+        repo.sync_index()?;
         // Packs a killed run left without an index segment are reused.
+        l.check()?;
         repo.index_orphan_packs()?;
     }
     // --force still records the parent, it just does not trust it.

@@ -303,6 +303,55 @@ impl Backend for LocalBackend {
     /// The object's mtime against the mtime of a probe file created beside
     /// it (see `storage_now`): both stamped by whatever sets times on this
     /// filesystem (the kernel, or the server of a network filesystem).
+    /// The `.tmp-*` files in every object directory (packs' fan-out
+    /// directories included), as paths relative to the root.
+    fn leftovers(&self) -> Result<Vec<String>> {
+        let mut dirs: Vec<PathBuf> = Kind::LISTABLE
+            .iter()
+            .map(|k| self.root.join(k.dir()))
+            .collect();
+        if let Ok(rd) = fs::read_dir(self.root.join(Kind::Pack.dir())) {
+            for d in rd.flatten() {
+                if d.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(d.path());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for dir in dirs {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for ent in rd.flatten() {
+                let name = ent.file_name().to_string_lossy().into_owned();
+                if name.starts_with(TMP_PREFIX)
+                    && let Ok(rel) = ent.path().strip_prefix(&self.root)
+                {
+                    out.push(rel.display().to_string());
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn remove_leftover(&self, name: &str) -> Result<()> {
+        let rel = Path::new(name);
+        let ok = rel
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy().starts_with(TMP_PREFIX))
+            && rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !ok {
+            return Err(Error::internal(format!("{name:?} is not a leftover")));
+        }
+        let p = self.root.join(rel);
+        match fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(&p, e)),
+        }
+    }
+
     fn age(&self, kind: Kind, name: &str) -> Result<Option<std::time::Duration>> {
         let p = self.full(kind, name)?;
         let now = storage_now(&self.root.join(kind.dir()))?;

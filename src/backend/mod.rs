@@ -68,6 +68,8 @@ pub enum Kind {
     Index,
     Snapshot,
     Lock,
+    /// Prune's deletion marks.
+    Mark,
 }
 
 impl Kind {
@@ -80,16 +82,18 @@ impl Kind {
             Kind::Index => "index",
             Kind::Snapshot => "snapshots",
             Kind::Lock => "locks",
+            Kind::Mark => "marks",
         }
     }
 
     /// Every kind that lives in a directory.
-    pub const LISTABLE: [Kind; 5] = [
+    pub const LISTABLE: [Kind; 6] = [
         Kind::Key,
         Kind::Pack,
         Kind::Index,
         Kind::Snapshot,
         Kind::Lock,
+        Kind::Mark,
     ];
 
     /// The path of object `name` of this kind, relative to the repository root.
@@ -166,6 +170,21 @@ pub trait Backend: Send + Sync {
                 f.path.display()
             ))),
         }
+    }
+
+    /// What interrupted writes left behind (for the local backend, the
+    /// `.tmp-*` files of killed runs), as names [`Backend::remove_leftover`]
+    /// takes. A live writer's objects in progress are listed too: only a
+    /// caller that knows no live run can own them (prune, through its
+    /// deletion marks) may remove them. None by default.
+    fn leftovers(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
+    /// Removes one of [`Backend::leftovers`]; one already gone is fine.
+    fn remove_leftover(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Ok(())
     }
 
     /// How long ago object `name` was last written, measured by the

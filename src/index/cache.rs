@@ -13,6 +13,7 @@
 //! in memory: lookups are prepared SQLite queries, inserts run in
 //! transactions.
 
+use super::marks::{Mark, read_mark};
 use super::segment::{IndexPack, IndexSegment, read_segment};
 use crate::backend::{Backend, Kind};
 use crate::crypto::Keys;
@@ -51,7 +52,7 @@ pub struct Index {
 
 /// The layout version of the cache database (`PRAGMA user_version`). A
 /// cache of another version is emptied and rebuilt: it is only a cache.
-const CACHE_VERSION: i64 = 2;
+const CACHE_VERSION: i64 = 3;
 
 /// How long a process waits for another's write to the cache (a rebuild
 /// of a large index takes minutes) before giving up.
@@ -73,6 +74,8 @@ PRAGMA cache_size=-4096;
 /// may be stored in several packs: `blobs` has a row per copy.
 const SCHEMA: &str = "
 DROP TABLE IF EXISTS blobs;
+DROP TABLE IF EXISTS marked_packs;
+DROP TABLE IF EXISTS marks;
 DROP TABLE IF EXISTS pack_segments;
 DROP TABLE IF EXISTS packs;
 DROP TABLE IF EXISTS segments;
@@ -96,9 +99,28 @@ CREATE TABLE blobs(
   stored_len INTEGER NOT NULL,
   plain_len INTEGER NOT NULL,
   compression INTEGER NOT NULL,
+  marked INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY(id, pack)
 ) WITHOUT ROWID;
 CREATE INDEX blobs_by_pack ON blobs(pack);
+CREATE INDEX blobs_marked ON blobs(pack) WHERE marked = 1;
+CREATE TABLE marks(id BLOB PRIMARY KEY, plan INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE marked_packs(
+  pack BLOB NOT NULL,
+  mark BLOB NOT NULL,
+  PRIMARY KEY(pack, mark)
+) WITHOUT ROWID;
+CREATE INDEX marked_packs_by_mark ON marked_packs(mark);
+";
+
+/// `blobs.marked` follows `marked_packs`: a copy in a pack that a deletion
+/// plan lists is marked (backups do not deduplicate against it, readers
+/// prefer another copy).
+const APPLY_MARKS: &str = "
+UPDATE blobs SET marked = 1 WHERE marked = 0 AND pack IN
+  (SELECT p.num FROM packs p WHERE p.id IN (SELECT pack FROM marked_packs));
+UPDATE blobs SET marked = 0 WHERE marked = 1 AND pack NOT IN
+  (SELECT p.num FROM packs p WHERE p.id IN (SELECT pack FROM marked_packs));
 ";
 
 /// Packs no segment lists any more, and their blobs, go.
@@ -216,7 +238,110 @@ impl Index {
             self.forget_segments(&gone)?;
             report.forgotten = gone.len();
         }
+        let marks_changed = self.sync_marks(backend, keys, &mut report)?;
+        if marks_changed || report.absorbed > 0 {
+            self.conn
+                .execute_batch(APPLY_MARKS)
+                .map_err(|e| self.err(e))?;
+        }
         Ok(report)
+    }
+
+    /// Brings the deletion marks up to date with `marks/`; returns whether
+    /// the set of marked packs may have changed.
+    fn sync_marks(
+        &mut self,
+        backend: &dyn Backend,
+        keys: &Keys,
+        report: &mut SyncReport,
+    ) -> Result<bool> {
+        let listed: HashSet<String> = backend
+            .list(Kind::Mark)?
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        let known: HashSet<String> = {
+            let mut st = self
+                .conn
+                .prepare("SELECT id FROM marks")
+                .map_err(|e| self.err(e))?;
+            let rows = st
+                .query_map([], |r| r.get::<_, [u8; 32]>(0))
+                .map_err(|e| self.err(e))?;
+            rows.map(|r| r.map(|b| Id(b).to_hex()))
+                .collect::<rusqlite::Result<_>>()
+                .map_err(|e| self.err(e))?
+        };
+        let mut changed = false;
+        let mut new: Vec<&String> = listed.iter().filter(|n| !known.contains(*n)).collect();
+        new.sort();
+        for name in new {
+            let id = match Id::from_hex(name) {
+                Ok(id) => id,
+                Err(_) => {
+                    report.bad.push(format!(
+                        "{}: not a deletion mark (its name is not an id); skipped",
+                        Kind::Mark.path(name)
+                    ));
+                    continue;
+                }
+            };
+            match read_mark(backend, keys, name) {
+                Ok(mark) => changed |= self.absorb_mark(&id, &mark)?,
+                Err(e) => report.bad.push(format!("{e}; skipped")),
+            }
+        }
+        let gone: Vec<&String> = known.iter().filter(|n| !listed.contains(*n)).collect();
+        if !gone.is_empty() {
+            let path = self.path.clone();
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| Error::sqlite(&path, e))?;
+            for name in gone {
+                let id = Id::from_hex(name)?;
+                tx.execute("DELETE FROM marked_packs WHERE mark = ?1", params![id.0])
+                    .and_then(|_| tx.execute("DELETE FROM marks WHERE id = ?1", params![id.0]))
+                    .map_err(|e| Error::sqlite(&path, e))?;
+            }
+            tx.commit().map_err(|e| Error::sqlite(&path, e))?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// Records a deletion mark; returns whether it marks packs.
+    fn absorb_mark(&mut self, id: &Id, mark: &Mark) -> Result<bool> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| Error::sqlite(&path, e))?;
+        let plan = matches!(mark, Mark::Plan(_));
+        tx.execute(
+            "INSERT OR IGNORE INTO marks(id, plan) VALUES (?1, ?2)",
+            params![id.0, plan],
+        )
+        .map_err(|e| Error::sqlite(&path, e))?;
+        if let Mark::Plan(p) = mark {
+            let mut st = tx
+                .prepare_cached("INSERT OR IGNORE INTO marked_packs(pack, mark) VALUES (?1, ?2)")
+                .map_err(|e| Error::sqlite(&path, e))?;
+            for mp in &p.packs {
+                st.execute(params![mp.id.0, id.0])
+                    .map_err(|e| Error::sqlite(&path, e))?;
+            }
+        }
+        tx.commit().map_err(|e| Error::sqlite(&path, e))?;
+        Ok(plan)
+    }
+
+    /// Whether a deletion plan lists pack `pack`.
+    pub fn is_marked(&self, pack: &Id) -> Result<bool> {
+        self.conn
+            .prepare_cached("SELECT 1 FROM marked_packs WHERE pack = ?1")
+            .and_then(|mut st| st.exists(params![pack.0]))
+            .map_err(|e| self.err(e))
     }
 
     fn known_segments(&self) -> Result<HashSet<Id>> {
@@ -239,7 +364,7 @@ impl Index {
         self.conn
             .execute_batch(
                 "DELETE FROM blobs; DELETE FROM pack_segments; DELETE FROM packs;
-                 DELETE FROM segments;",
+                 DELETE FROM segments; DELETE FROM marked_packs; DELETE FROM marks;",
             )
             .map_err(|e| self.err(e))
     }
@@ -331,7 +456,8 @@ impl Index {
         Ok(true)
     }
 
-    /// Where blob `id` is stored, if anywhere (one of its copies).
+    /// Where blob `id` is stored, if anywhere (one of its copies, one in a
+    /// pack no deletion plan lists if there is such a copy).
     ///
     /// Two primary-key queries rather than one join: SQLite re-prepares the
     /// join on every new parameter value (it is built with STAT4), which
@@ -341,7 +467,7 @@ impl Index {
             .conn
             .prepare_cached(
                 "SELECT pack, type, offset, stored_len, plain_len, compression
-                 FROM blobs WHERE id = ?1 LIMIT 1",
+                 FROM blobs WHERE id = ?1 ORDER BY marked LIMIT 1",
             )
             .map_err(|e| self.err(e))?;
         let row = st
@@ -395,16 +521,19 @@ impl Index {
         Ok(out)
     }
 
-    /// Whether blob `id` is indexed.
+    /// Whether blob `id` is stored in a pack that no deletion plan lists:
+    /// what a backup may deduplicate against (a blob only marked packs hold
+    /// is stored again, so nothing new comes to depend on a marked pack).
     pub fn contains(&self, id: &Id) -> Result<bool> {
         let mut st = self
             .conn
-            .prepare_cached("SELECT 1 FROM blobs WHERE id = ?1")
+            .prepare_cached("SELECT 1 FROM blobs WHERE id = ?1 AND marked = 0")
             .map_err(|e| self.err(e))?;
         st.exists(params![id.0]).map_err(|e| self.err(e))
     }
 
-    /// Whether every one of `ids` is indexed, asked in one read transaction.
+    /// Whether every one of `ids` is [`Index::contains`]ed, asked in one
+    /// read transaction.
     pub fn contains_all(&self, ids: &[Id]) -> Result<bool> {
         if ids.is_empty() {
             return Ok(true);

@@ -1,9 +1,11 @@
 //! The blob index: [`segment`] is the repository's record (encrypted index
-//! segments under `index/`), [`cache`] the local SQLite database built from
-//! them that answers lookups. The two are kept apart: the format of what is
+//! segments under `index/`), [`marks`] prune's deletion marks (which packs
+//! are on their way out), [`cache`] the local SQLite database built from
+//! both that answers lookups. The two are kept apart: the format of what is
 //! stored never depends on how the cache is laid out.
 
 pub mod cache;
+pub mod marks;
 pub mod segment;
 
 pub use cache::{BlobLocation, Index, SyncReport};

@@ -11,7 +11,7 @@
 //! new one is written makes the holding continuous: if someone removed our
 //! lock at any moment, the next refresh sees it.
 
-use super::{LockConfig, LockInfo, assess_all, write_lock};
+use super::{LockConfig, LockInfo, LockMode, assess_all, write_lock};
 use crate::backend::{Backend, Kind};
 use crate::crypto::{Keys, MasterKey};
 use crate::error::{Error, Result};
@@ -80,7 +80,7 @@ impl Health {
 struct Refresher {
     backend: Arc<dyn Backend>,
     keys: Keys,
-    exclusive: bool,
+    mode: LockMode,
     lifetime: Duration,
     health: LockHandle,
 }
@@ -90,7 +90,7 @@ impl Refresher {
     /// it; returns the new name, or why the lock is lost.
     fn refresh(&self, current: &str) -> std::result::Result<String, String> {
         let started = boottime();
-        let info = LockInfo::for_this_process(self.exclusive, self.lifetime)
+        let info = LockInfo::for_this_process(self.mode, self.lifetime)
             .map_err(|e| format!("refreshing the lock failed: {e}"))?;
         let new = write_lock(self.backend.as_ref(), &self.keys, &info)
             .map_err(|e| format!("refreshing the lock failed: {e}"))?;
@@ -133,21 +133,20 @@ impl Refresher {
 }
 
 impl LockGuard {
-    /// Takes a lock. A shared lock conflicts only with a live exclusive lock;
-    /// an exclusive lock conflicts with any live lock (`Error::Locked`, exit
-    /// code 11). Stale locks found on the way are removed; unreadable ones
+    /// Takes a lock of `mode`; it conflicts with the live locks whose mode
+    /// [`LockMode::conflicts_with`] it (`Error::Locked`, exit code 11). Stale locks found on the way are removed; unreadable ones
     /// never conflict.
     pub fn acquire(
         backend: Arc<dyn Backend>,
         master: &MasterKey,
-        exclusive: bool,
+        mode: LockMode,
         cfg: &LockConfig,
     ) -> Result<LockGuard> {
         let keys = Keys::derive(master);
         let started = boottime();
-        let info = LockInfo::for_this_process(exclusive, cfg.lifetime())?;
+        let info = LockInfo::for_this_process(mode, cfg.lifetime())?;
         let name = write_lock(backend.as_ref(), &keys, &info)?;
-        if let Err(e) = check_others(backend.as_ref(), &keys, cfg, &name, exclusive) {
+        if let Err(e) = check_others(backend.as_ref(), &keys, cfg, &name, mode) {
             let _ = backend.delete(Kind::Lock, &name);
             return Err(e);
         }
@@ -159,7 +158,7 @@ impl LockGuard {
         let refresher = Refresher {
             backend,
             keys,
-            exclusive,
+            mode,
             lifetime: cfg.lifetime(),
             health: health.clone(),
         };
@@ -193,7 +192,7 @@ fn check_others(
     keys: &Keys,
     cfg: &LockConfig,
     ours: &str,
-    exclusive: bool,
+    mode: LockMode,
 ) -> Result<()> {
     let mut conflict = None;
     for a in assess_all(backend, keys, cfg, Some(ours))? {
@@ -203,7 +202,7 @@ fn check_others(
             continue;
         }
         if let Some(i) = &a.info
-            && (exclusive || i.exclusive)
+            && mode.conflicts_with(i.mode)
             && conflict.is_none()
         {
             conflict = Some(format!(

@@ -1,6 +1,7 @@
-//! Repository locks (`locks/<id>`): shared for backup, restore and check,
-//! exclusive for operations that delete what others may read (`repair
-//! index`, prune). This module owns the lock object ([`LockInfo`]), taking
+//! Repository locks (`locks/<id>`): shared for backup, restore, check and
+//! forget, exclusive for operations that delete what others may read
+//! (`repair index`), maintenance for prune (beside backups, never beside
+//! another prune). This module owns the lock object ([`LockInfo`]), taking
 //! and holding a lock ([`LockGuard`], refreshed in the background, able to
 //! say when it was lost), deciding whether another lock is stale
 //! ([`stale`]), and `larder unlock` ([`unlock()`]).
@@ -94,7 +95,41 @@ pub fn parse_refresh(value: Option<&str>) -> Result<Duration> {
     }
 }
 
-/// The contents of a lock object (format version 3).
+/// What a lock allows others to do at the same time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockMode {
+    /// Backups, restores, checks, forget: any number at once.
+    Shared,
+    /// Operations that delete what anyone may read (`repair index`):
+    /// alone.
+    Exclusive,
+    /// Prune: beside any number of shared locks (backups never wait for
+    /// it), but never beside another maintenance or an exclusive lock.
+    Maintenance,
+}
+
+impl LockMode {
+    /// Whether a lock of this mode and one of `other` cannot be held at
+    /// once.
+    pub fn conflicts_with(self, other: LockMode) -> bool {
+        use LockMode::*;
+        !matches!(
+            (self, other),
+            (Shared, Shared) | (Shared, Maintenance) | (Maintenance, Shared)
+        )
+    }
+
+    /// A word for messages.
+    pub fn word(self) -> &'static str {
+        match self {
+            LockMode::Shared => "shared",
+            LockMode::Exclusive => "exclusive",
+            LockMode::Maintenance => "maintenance",
+        }
+    }
+}
+
+/// The contents of a lock object (format version 4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LockInfo {
     /// Shown to people only; never used to decide anything.
@@ -113,14 +148,14 @@ pub struct LockInfo {
     pub created: i64,
     /// The holder rewrites its lock well within this many seconds.
     pub lifetime_secs: u32,
-    pub exclusive: bool,
+    pub mode: LockMode,
     /// Random bytes so two locks never share a name.
     pub nonce: [u8; 16],
 }
 
 impl LockInfo {
     /// A lock for this process, declaring `lifetime`.
-    pub fn for_this_process(exclusive: bool, lifetime: Duration) -> Result<LockInfo> {
+    pub fn for_this_process(mode: LockMode, lifetime: Duration) -> Result<LockInfo> {
         let mut nonce = [0u8; 16];
         crate::crypto::fill_random(&mut nonce)?;
         let space = process_space();
@@ -135,7 +170,7 @@ impl LockInfo {
             start_time: process_start(pid).map_or(0, |(s, _)| s),
             created: now_secs(),
             lifetime_secs: u32::try_from(lifetime.as_secs()).unwrap_or(u32::MAX),
-            exclusive,
+            mode,
             nonce,
         })
     }
@@ -162,11 +197,7 @@ impl LockInfo {
             .unwrap_or_else(|_| self.created.to_string());
         format!(
             "{} lock of pid {} on {} (user {}), created {created} by its clock",
-            if self.exclusive {
-                "exclusive"
-            } else {
-                "shared"
-            },
+            self.mode.word(),
             self.pid,
             self.hostname,
             self.username,
@@ -255,7 +286,8 @@ mod tests {
         let c = cut(long);
         assert!(c.len() <= MAX_LOCK_NAME_LEN && c.len() >= MAX_LOCK_NAME_LEN - 1);
         assert!(c.chars().all(|ch| ch == 'é'));
-        let mut info = LockInfo::for_this_process(false, Duration::from_secs(60)).unwrap();
+        let mut info =
+            LockInfo::for_this_process(LockMode::Shared, Duration::from_secs(60)).unwrap();
         assert_eq!(info.lifetime(), Duration::from_secs(60));
         info.lifetime_secs = u32::MAX;
         assert_eq!(info.lifetime(), MAX_LOCK_LIFETIME);

@@ -1,7 +1,7 @@
 //! `larder unlock`: removes stale locks, or with `remove_all` every lock,
 //! and reports each lock with the reason it was removed or kept.
 
-use super::{LockConfig, assess_all};
+use super::{LockConfig, LockMode, assess_all};
 use crate::backend::{Backend, Kind};
 use crate::crypto::Keys;
 use crate::error::Result;
@@ -20,7 +20,7 @@ pub struct UnlockReport {
 pub struct UnlockedLock {
     /// The object's name in `locks/`.
     pub id: String,
-    pub exclusive: Option<bool>,
+    pub mode: Option<LockMode>,
     pub hostname: Option<String>,
     pub username: Option<String>,
     pub pid: Option<u32>,
@@ -44,7 +44,7 @@ pub fn unlock(
         let stale = a.verdict.is_stale();
         let mut entry = UnlockedLock {
             id: a.name.clone(),
-            exclusive: a.info.as_ref().map(|i| i.exclusive),
+            mode: a.info.as_ref().map(|i| i.mode),
             hostname: a.info.as_ref().map(|i| i.hostname.clone()),
             username: a.info.as_ref().map(|i| i.username.clone()),
             pid: a.info.as_ref().map(|i| i.pid),

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::{BlobLocation, Index, SyncReport};
 use crate::keys::{self, Credential, NewKey};
-use crate::lock::{self, LockConfig, LockGuard, UnlockReport};
+use crate::lock::{self, LockConfig, LockGuard, LockMode, UnlockReport};
 use crate::object::{self, ObjectType};
 use crate::pack::{self, BlobType};
 use crate::tree::Tree;
@@ -241,7 +241,7 @@ impl Repository {
         LockGuard::acquire(
             self.backend.clone(),
             &self.master,
-            false,
+            LockMode::Shared,
             &self.lock_config()?,
         )
     }
@@ -252,7 +252,18 @@ impl Repository {
         LockGuard::acquire(
             self.backend.clone(),
             &self.master,
-            true,
+            LockMode::Exclusive,
+            &self.lock_config()?,
+        )
+    }
+
+    /// Takes a maintenance lock (prune): it never blocks a backup, but no
+    /// two maintenance operations, and no exclusive one, run at once.
+    pub fn lock_maintenance(&self) -> Result<LockGuard> {
+        LockGuard::acquire(
+            self.backend.clone(),
+            &self.master,
+            LockMode::Maintenance,
             &self.lock_config()?,
         )
     }

@@ -12,7 +12,8 @@ use std::collections::HashSet;
 impl Repository {
     /// Finds packs that no index segment lists (left by a run that died before
     /// writing its segment), reads their headers and indexes them in a new
-    /// segment, so their blobs are reused instead of stored again.
+    /// segment, so their blobs are reused instead of stored again. Packs a
+    /// deletion plan lists are left alone.
     pub fn index_orphan_packs(&self) -> Result<usize> {
         let listed = self.backend.list(Kind::Pack)?;
         let known: HashSet<Id> = self
@@ -26,7 +27,9 @@ impl Repository {
             let Ok(id) = Id::from_hex(&e.name) else {
                 continue;
             };
-            if known.contains(&id) {
+            // A pack a deletion plan lists is on its way out: prune
+            // unlisted it on purpose, and it must stay unlisted.
+            if known.contains(&id) || self.index()?.is_marked(&id)? {
                 continue;
             }
             match self.read_pack_header(&id, e.size) {

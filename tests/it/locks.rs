@@ -6,7 +6,7 @@
 use crate::common::{TestRepo, larder};
 use larder::Error;
 use larder::backend::{Backend, Entry, Kind, LocalBackend};
-use larder::lock::{LockConfig, LockGuard, LockInfo, read_lock, write_lock};
+use larder::lock::{LockConfig, LockGuard, LockInfo, LockMode, read_lock, write_lock};
 use larder::repository::Repository;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -35,8 +35,16 @@ fn cfg(refresh_secs: u64, state_dir: Option<PathBuf>) -> LockConfig {
 
 /// A lock held on another machine (machine id, boot id and pid namespace
 /// not ours), written "now" by its own clock, lifetime 30 minutes.
+fn mode_of(exclusive: bool) -> LockMode {
+    if exclusive {
+        LockMode::Exclusive
+    } else {
+        LockMode::Shared
+    }
+}
+
 fn foreign(exclusive: bool) -> LockInfo {
-    let mut i = LockInfo::for_this_process(exclusive, 30 * MINUTE).unwrap();
+    let mut i = LockInfo::for_this_process(mode_of(exclusive), 30 * MINUTE).unwrap();
     i.machine_id = [0x11; 16];
     i.boot_id = [0x22; 16];
     i.pid_ns = 4_026_531_836;
@@ -47,7 +55,7 @@ fn foreign(exclusive: bool) -> LockInfo {
 
 /// A lock of this machine's pid space, for pid `pid` started at `start`.
 fn local(exclusive: bool, pid: u32, start: u64) -> LockInfo {
-    let mut i = LockInfo::for_this_process(exclusive, 30 * MINUTE).unwrap();
+    let mut i = LockInfo::for_this_process(mode_of(exclusive), 30 * MINUTE).unwrap();
     i.pid = pid;
     i.start_time = start;
     i
@@ -290,7 +298,8 @@ fn a_holder_notices_that_its_lock_was_removed() {
     let repo = t.init();
     // Refresh every 2 s: the removal is seen long before the 6 s without a
     // refresh after which the lock would count as lost for that reason.
-    let g = LockGuard::acquire(t.backend(), repo.master(), false, &cfg(2, None)).unwrap();
+    let g =
+        LockGuard::acquire(t.backend(), repo.master(), LockMode::Shared, &cfg(2, None)).unwrap();
     let h = g.handle();
     g.check().unwrap();
     h.check().unwrap();
@@ -386,7 +395,13 @@ fn a_refresh_that_cannot_write_loses_the_lock() {
     let be = Faulty::new(&t, false);
     // Refresh every 3 s: the failed write comes long before the 9 s without
     // a refresh after which the lock would count as lost for that reason.
-    let g = LockGuard::acquire(be.clone(), repo.master(), true, &cfg(3, None)).unwrap();
+    let g = LockGuard::acquire(
+        be.clone(),
+        repo.master(),
+        LockMode::Exclusive,
+        &cfg(3, None),
+    )
+    .unwrap();
     g.check().unwrap();
     be.fail_lock_writes.store(true, Ordering::SeqCst);
     let e = wait_until_lost(&g.handle());
@@ -395,7 +410,8 @@ fn a_refresh_that_cannot_write_loses_the_lock() {
     drop(g);
     assert!(names(&t).is_empty(), "released on drop");
 
-    let g = LockGuard::acquire(t.backend(), repo.master(), false, &cfg(1, None)).unwrap();
+    let g =
+        LockGuard::acquire(t.backend(), repo.master(), LockMode::Shared, &cfg(1, None)).unwrap();
     let locks = t.repo_path().join("locks");
     let away = t.repo_path().join("locks.away");
     std::fs::rename(&locks, &away).unwrap();
@@ -415,7 +431,7 @@ fn a_lock_not_refreshed_for_half_its_lifetime_is_lost() {
     let t = TestRepo::new();
     let repo = t.init();
     let be = Faulty::new(&t, false);
-    let g = LockGuard::acquire(be.clone(), repo.master(), false, &cfg(1, None)).unwrap();
+    let g = LockGuard::acquire(be.clone(), repo.master(), LockMode::Shared, &cfg(1, None)).unwrap();
     g.check().unwrap();
     be.hang_lock_writes.store(true, Ordering::SeqCst);
     let e = wait_until_lost(&g.handle());
@@ -463,7 +479,8 @@ fn unlock_removes_exactly_the_stale_locks() {
     let repo = t.init();
     // A holder in this test process, refreshing every 5 s (lifetime 30 s),
     // taken first (taking a lock removes the stale ones it finds).
-    let g = LockGuard::acquire(t.backend(), repo.master(), false, &cfg(5, None)).unwrap();
+    let g =
+        LockGuard::acquire(t.backend(), repo.master(), LockMode::Shared, &cfg(5, None)).unwrap();
     let dead = plant(&t, &repo, &local(true, dead_pid(), 5), Duration::ZERO);
     let old_foreign = plant(&t, &repo, &foreign(false), 2 * HOUR);
     let mut skewed = foreign(false);

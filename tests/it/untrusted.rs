@@ -444,7 +444,7 @@ fn lock_value() -> LockInfo {
         start_time: 123_456,
         created: 1_760_000_000,
         lifetime_secs: 1800,
-        exclusive: false,
+        mode: larder::lock::LockMode::Shared,
         nonce: [9; 16],
     }
 }

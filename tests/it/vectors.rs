@@ -59,7 +59,7 @@ const PARAMS: ChunkerParams = ChunkerParams {
 const SPEC_CTX_ENCRYPT: &str = "larder 2026-11 v1 object encryption key";
 const SPEC_CTX_BLOB_ID: &str = "larder 2026-11 v1 blob id key";
 const SPEC_CTX_GEAR: &str = "larder 2026-11 v1 fastcdc gear table";
-const SPEC_VERSION: u8 = 3;
+const SPEC_VERSION: u8 = 4;
 const SPEC_ENTRY_LEN: usize = 50;
 const SPEC_TRAILER_LEN: usize = 12;
 /// A passphrase key's body: `salt (32) | nonce (24) | sealed master key (48)`.
@@ -390,7 +390,7 @@ fn lock_info() -> LockInfo {
         start_time: 123_456_789,
         created: T0,
         lifetime_secs: 1800,
-        exclusive: false,
+        mode: larder::lock::LockMode::Shared,
         nonce: [0x5a; 16],
     }
 }
@@ -583,7 +583,7 @@ fn pc_lock(l: &LockInfo) -> Vec<u8> {
         .var(l.start_time)
         .zz(l.created)
         .var(l.lifetime_secs as u64)
-        .byte(l.exclusive as u8)
+        .byte(l.mode as u8)
         .raw(&l.nonce);
     p.0
 }
