@@ -10,6 +10,7 @@ mod cmd_diff;
 mod cmd_init;
 mod cmd_key;
 mod cmd_ls;
+mod cmd_prune;
 mod cmd_repair;
 mod cmd_restore;
 mod cmd_snapshots;
@@ -49,6 +50,7 @@ enum Command {
     Diff(cmd_diff::Args),
     Ls(cmd_ls::Args),
     Cat(cmd_cat::Args),
+    Prune(cmd_prune::Args),
     Unlock(cmd_unlock::Args),
 }
 
@@ -83,6 +85,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Diff(a) => cmd_diff::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),
+        Command::Prune(a) => cmd_prune::run(g, a),
         Command::Unlock(a) => cmd_unlock::run(g, a),
     }
 }

@@ -336,6 +336,29 @@ impl Index {
         Ok(plan)
     }
 
+    /// The segments that list any of `packs`.
+    pub fn segments_listing(&self, packs: &[Id]) -> Result<Vec<Id>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT s.segment FROM pack_segments s JOIN packs p ON p.num = s.pack
+                 WHERE p.id = ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut out = HashSet::new();
+        for p in packs {
+            let rows = st
+                .query_map(params![p.0], |r| r.get::<_, [u8; 32]>(0))
+                .map_err(|e| self.err(e))?;
+            for r in rows {
+                out.insert(Id(r.map_err(|e| self.err(e))?));
+            }
+        }
+        let mut out: Vec<Id> = out.into_iter().collect();
+        out.sort();
+        Ok(out)
+    }
+
     /// Whether a deletion plan lists pack `pack`.
     pub fn is_marked(&self, pack: &Id) -> Result<bool> {
         self.conn

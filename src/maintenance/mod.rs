@@ -4,4 +4,5 @@
 //! unused data, repacking, index compaction), `repair snapshots` and `stats`
 //! live here too.
 
+pub mod prune;
 pub mod usage;

@@ -7,6 +7,7 @@ mod fidelity;
 mod forget_policy;
 mod hostile;
 mod locks;
+mod prune;
 mod repo_core;
 mod safety;
 mod support;

@@ -1,0 +1,361 @@
+//! `prune`: gives back the space of data no snapshot uses, without ever
+//! stopping a backup or risking a kept snapshot.
+//!
+//! A run does two things. First it **sweeps** ([`sweep`]): it deletes the
+//! packs that earlier runs marked, once that is safe (SPEC section 20).
+//! Then it **marks** (this file): it finds, in SQL over the used-blob set
+//! and the index ([`usage_map`]), the packs no snapshot needs and the partly
+//! used ones worth repacking; it copies what the latter keep into new packs
+//! ([`repack`]), and writes a deletion plan for both kinds ([`marking`]).
+//! Deletions also compact the index ([`compact`]). With `--keep-delete 0s`
+//! a run sweeps its own plan at once (when no backup that could use the
+//! data is running). Prune holds a maintenance lock: backups run beside
+//! it, another prune or `repair index` does not.
+
+mod compact;
+mod marking;
+mod repack;
+mod sweep;
+mod usage_map;
+
+pub use compact::Compaction;
+pub use repack::Repacked;
+pub use sweep::{SweepReport, Waiting};
+pub use usage_map::PackUsage;
+
+use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::index::marks::MarkedPack;
+use crate::maintenance::usage::{MarkStats, Usage};
+use crate::repository::Repository;
+use crate::snapshot::{self, Filter};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// How much unused data prune tolerates before it repacks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MaxUnused {
+    /// A share of the repository's size, in percent.
+    Percent(f64),
+    Bytes(u64),
+    Unlimited,
+}
+
+impl MaxUnused {
+    /// Parses restic's syntax: `5%`, `100M`, `unlimited`.
+    pub fn parse(s: &str) -> Result<MaxUnused> {
+        let t = s.trim();
+        if t == "unlimited" {
+            return Ok(MaxUnused::Unlimited);
+        }
+        if let Some(p) = t.strip_suffix('%') {
+            return p
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|p| (0.0..=100.0).contains(p))
+                .map(MaxUnused::Percent)
+                .ok_or_else(|| {
+                    Error::Usage(format!("--max-unused {s:?}: a percentage is 0% to 100%"))
+                });
+        }
+        parse_size(t)
+            .map(MaxUnused::Bytes)
+            .map_err(|e| Error::Usage(format!("--max-unused {s:?}: {e}")))
+    }
+
+    /// The limit in bytes for a repository of `total` bytes.
+    fn of(self, total: u64) -> u64 {
+        match self {
+            MaxUnused::Percent(p) => (total as f64 * p / 100.0) as u64,
+            MaxUnused::Bytes(b) => b,
+            MaxUnused::Unlimited => u64::MAX,
+        }
+    }
+}
+
+/// A size as restic writes it: `1024`, `64k`, `100M`, `2G`, `1T` (binary
+/// multiples).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_lowercase() {
+                'k' => 1 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                't' => 1 << 40,
+                _ => return Err(format!("unknown unit {c:?}; use k, M, G or T")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{s:?} is not a size such as 100M"))
+}
+
+/// A grace period such as `1d`, `12h`, `30m`, `0s`, `2w`.
+pub fn parse_grace(s: &str) -> Result<Duration> {
+    let t = s.trim();
+    let bad = || {
+        Error::Usage(format!(
+            "--keep-delete {s:?}: use a duration such as 1d, 12h, 30m or 0s"
+        ))
+    };
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(secs).map(Duration::from_secs).ok_or_else(bad)
+}
+
+/// `90s`, `12m`, `5h`, `2d` for messages.
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 86_400 && s % 86_400 == 0 {
+        return format!("{}d", s / 86_400);
+    }
+    match s {
+        0..120 => format!("{s}s"),
+        120..7200 => format!("{}m", s / 60),
+        7200..172_800 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+/// What to prune and how.
+#[derive(Clone, Debug)]
+pub struct PruneOptions {
+    pub max_unused: MaxUnused,
+    /// Repack at most this many bytes of packs (None: no limit).
+    pub max_repack_size: Option<u64>,
+    /// Also merge packs smaller than 80% of the target pack size.
+    pub repack_small: bool,
+    /// How long marked data waits before it is deleted.
+    pub keep_delete: Duration,
+    pub dry_run: bool,
+}
+
+impl Default for PruneOptions {
+    fn default() -> Self {
+        PruneOptions {
+            max_unused: MaxUnused::Percent(5.0),
+            max_repack_size: None,
+            repack_small: false,
+            keep_delete: Duration::from_secs(86_400),
+            dry_run: false,
+        }
+    }
+}
+
+/// Packs and bytes.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct Amount {
+    pub packs: usize,
+    pub bytes: u64,
+}
+
+impl Amount {
+    fn add(&mut self, bytes: u64) {
+        self.packs += 1;
+        self.bytes += bytes;
+    }
+}
+
+/// The plan of this run's mark phase.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct MarkPlan {
+    /// Packs no snapshot needs: marked for deletion.
+    pub unused: Amount,
+    /// Partly used packs to repack, and the bytes they keep (copied).
+    pub repack: Amount,
+    pub repack_keeps: u64,
+    /// Packs that stay, and the unused bytes left in them.
+    pub keep: Amount,
+    pub keep_unused_bytes: u64,
+    /// Packs marked by earlier runs, not yet deleted.
+    pub already_marked: Amount,
+}
+
+/// What a prune did (or, in a dry run, would do).
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct PruneReport {
+    pub dry_run: bool,
+    pub marked_from: MarkStats,
+    /// Blobs snapshots use that the index does not know (a damaged
+    /// repository: run `check`).
+    pub missing_blobs: u64,
+    /// The repository's packs before this run.
+    pub total: Amount,
+    pub sweep: SweepReport,
+    pub plan: MarkPlan,
+    pub repacked: Option<Repacked>,
+    /// The deletion plan written by this run.
+    pub plan_id: Option<String>,
+    /// A sweep right after marking (`--keep-delete 0s`).
+    pub immediate: Option<SweepReport>,
+    pub problems: Vec<String>,
+}
+
+/// Every snapshot's root tree, labelled; an unreadable snapshot stops
+/// prune (what it uses cannot be known).
+pub(crate) fn all_snapshot_roots(repo: &Repository) -> Result<Vec<(Id, String)>> {
+    let (list, bad) = snapshot::list(repo, &Filter::default())?;
+    if let Some(e) = bad.into_iter().next() {
+        return Err(Error::corrupt(
+            "snapshots",
+            format!(
+                "{e}; prune cannot know what it uses, so it deletes nothing (run `larder check`)"
+            ),
+        ));
+    }
+    Ok(list
+        .into_iter()
+        .map(|(id, s)| (s.tree, format!("snapshot {}", id.short())))
+        .collect())
+}
+
+/// Runs a prune.
+pub fn prune(repo: &Repository, opts: &PruneOptions) -> Result<PruneReport> {
+    let guard = repo.lock_maintenance()?;
+    let lock = guard.handle();
+    repo.sync_index()?;
+    let mut report = PruneReport {
+        dry_run: opts.dry_run,
+        ..PruneReport::default()
+    };
+    let found = marking::find_marks(repo)?;
+    report.problems.extend(found.problems.iter().cloned());
+    report.sweep = sweep::sweep(repo, &lock, opts.keep_delete, opts.dry_run, &found)?;
+
+    let mut u = Usage::new(repo)?;
+    report.marked_from = u.mark(repo, all_snapshot_roots(repo)?)?;
+    usage_map::choose_keepers(&u)?;
+    report.missing_blobs = usage_map::missing_used(&u)?;
+    let packs = usage_map::pack_usage(&u)?;
+    for p in &packs {
+        report.total.add(p.size);
+    }
+    let (plan, to_delete, to_repack) = decide(repo, &packs, opts);
+    report.plan = plan;
+    if opts.dry_run {
+        return Ok(report);
+    }
+    let mut marked: Vec<MarkedPack> = to_delete;
+    if !to_repack.is_empty() {
+        let ids: Vec<Id> = to_repack.iter().map(|m| m.id).collect();
+        let r = repack::repack(repo, &u, &lock, &ids)?;
+        let done: HashSet<Id> = r.packs.iter().copied().collect();
+        marked.extend(to_repack.into_iter().filter(|m| done.contains(&m.id)));
+        report.problems.extend(r.problems.iter().cloned());
+        report.repacked = Some(r);
+    }
+    drop(u);
+    if !marked.is_empty() || has_new_leftovers(repo, &found)? {
+        lock.check()?;
+        report.plan_id = Some(marking::write_plan(repo, marked)?.to_hex());
+        repo.sync_index()?;
+    }
+    if opts.keep_delete.is_zero() && report.plan_id.is_some() {
+        let found = marking::find_marks(repo)?;
+        report.immediate = Some(sweep::sweep(repo, &lock, opts.keep_delete, false, &found)?);
+    } else if report.sweep.compaction.is_none() {
+        let c = compact::compact(repo, &lock, &HashSet::new())?;
+        if c.segments_written > 0 {
+            report.sweep.compaction = Some(c);
+        }
+    }
+    Ok(report)
+}
+
+/// Whether there are leftovers no pending plan lists yet.
+fn has_new_leftovers(repo: &Repository, found: &marking::FoundMarks) -> Result<bool> {
+    let listed: HashSet<&String> = found
+        .plans
+        .iter()
+        .filter_map(|p| p.holders.as_ref())
+        .flat_map(|(_, h)| &h.leftovers)
+        .collect();
+    Ok(repo
+        .backend()
+        .leftovers()?
+        .iter()
+        .any(|l| !listed.contains(l)))
+}
+
+/// Sorts packs into unused (to mark), repack and keep.
+fn decide(
+    repo: &Repository,
+    packs: &[PackUsage],
+    opts: &PruneOptions,
+) -> (MarkPlan, Vec<MarkedPack>, Vec<MarkedPack>) {
+    let mut plan = MarkPlan::default();
+    let mut unused = Vec::new();
+    let mut partly: Vec<&PackUsage> = Vec::new();
+    let mut kept_size = 0u64;
+    for p in packs {
+        if p.marked {
+            plan.already_marked.add(p.size);
+        } else if p.used_blobs == 0 {
+            plan.unused.add(p.size);
+            unused.push(MarkedPack {
+                id: p.id,
+                size: p.size,
+            });
+        } else {
+            kept_size += p.size;
+            partly.push(p);
+        }
+    }
+    // restic's rule: repack the most wasteful packs until the unused data
+    // left is within --max-unused of the repository's size.
+    partly.sort_by(|a, b| {
+        let fa = a.unused_bytes() as f64 / a.size.max(1) as f64;
+        let fb = b.unused_bytes() as f64 / b.size.max(1) as f64;
+        fb.total_cmp(&fa).then(a.id.cmp(&b.id))
+    });
+    let mut unused_left: u64 = partly.iter().map(|p| p.unused_bytes()).sum();
+    let limit = opts.max_unused.of(kept_size);
+    let budget = opts.max_repack_size.unwrap_or(u64::MAX);
+    let small = (repo.config().pack_size as u64) * 4 / 5;
+    let mut repack = Vec::new();
+    let mut spent = 0u64;
+    let mut smalls = 0usize;
+    for p in &partly {
+        let wasteful = unused_left > limit && p.unused_bytes() > 0;
+        let tiny = opts.repack_small && p.size < small;
+        if (wasteful || tiny) && spent.saturating_add(p.size) <= budget {
+            spent += p.size;
+            unused_left -= p.unused_bytes();
+            smalls += usize::from(!wasteful);
+            plan.repack.add(p.size);
+            plan.repack_keeps += p.used_bytes;
+            repack.push(MarkedPack {
+                id: p.id,
+                size: p.size,
+            });
+        } else {
+            plan.keep.add(p.size);
+            plan.keep_unused_bytes += p.unused_bytes();
+        }
+    }
+    // One small pack alone gains nothing from being rewritten.
+    if smalls == 1 && plan.repack.packs == 1 {
+        plan.keep.add(plan.repack.bytes);
+        plan.repack = Amount::default();
+        plan.repack_keeps = 0;
+        repack.clear();
+    }
+    (plan, unused, repack)
+}

@@ -1,0 +1,157 @@
+//! The second phase of prune: deleting what earlier prunes marked, once it
+//! is safe (SPEC section 20, rule 4). For each plan: its holders object is
+//! old enough by the storage's clock, none of its holders still runs, and
+//! then, by the snapshots as they are after that was established, each of
+//! its packs holds nothing a snapshot needs. Packs that became needed again
+//! are kept. Deletion order: index segments without the packs first, then
+//! the packs, the leftovers of killed writes, and the marks.
+
+use super::compact::{Compaction, compact};
+use super::marking::{FoundMarks, holders_age, live_holders, still_held, write_holders};
+use super::usage_map::{choose_keepers, pack_usage};
+use super::{all_snapshot_roots, human_duration};
+use crate::backend::Kind;
+use crate::error::Result;
+use crate::id::Id;
+use crate::lock::LockHandle;
+use crate::maintenance::usage::Usage;
+use crate::repository::Repository;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// A plan that is not deleted yet, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Waiting {
+    pub plan: String,
+    pub packs: usize,
+    pub bytes: u64,
+    pub reason: String,
+}
+
+/// What the sweep did (or, in a dry run, would do).
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SweepReport {
+    /// Plans whose packs were deleted (or kept because needed again).
+    pub plans_done: usize,
+    pub waiting: Vec<Waiting>,
+    pub packs_deleted: usize,
+    pub bytes_deleted: u64,
+    /// Marked packs that a snapshot written since needs: kept.
+    pub packs_rescued: usize,
+    pub leftovers_removed: usize,
+    pub compaction: Option<Compaction>,
+}
+
+/// Sweeps the plans in `found` that are due.
+pub fn sweep(
+    repo: &Repository,
+    lock: &LockHandle,
+    grace: Duration,
+    dry_run: bool,
+    found: &FoundMarks,
+) -> Result<SweepReport> {
+    let mut r = SweepReport::default();
+    // Who runs now: known before the snapshots are read (rule 4 b, c).
+    let (live, unreadable_live) = live_holders(repo)?;
+    let mut due = Vec::new();
+    for p in &found.plans {
+        let bytes = p.plan.packs.iter().map(|m| m.size).sum();
+        let wait = |reason: String| Waiting {
+            plan: p.id.to_hex(),
+            packs: p.plan.packs.len(),
+            bytes,
+            reason,
+        };
+        let Some((hid, h)) = &p.holders else {
+            // Its prune was killed between the two objects: complete it.
+            if !dry_run {
+                lock.check()?;
+                write_holders(repo, &p.id)?;
+            }
+            r.waiting.push(wait(
+                "its prune was interrupted; the plan is completed now and waits its grace period"
+                    .into(),
+            ));
+            continue;
+        };
+        let age = holders_age(repo, hid, h)?;
+        if age < grace {
+            r.waiting.push(wait(format!(
+                "marked {} ago; deleted once {} old",
+                human_duration(age),
+                human_duration(grace)
+            )));
+        } else if let Some(reason) = still_held(h, &live, unreadable_live) {
+            r.waiting.push(wait(reason));
+        } else {
+            due.push((p, *hid, h));
+        }
+    }
+    if due.is_empty() {
+        if !dry_run {
+            remove_marks(repo, lock, &found.orphans)?;
+        }
+        return Ok(r);
+    }
+    // What the snapshots need now, including any a holder wrote.
+    let mut u = Usage::new(repo)?;
+    u.mark(repo, all_snapshot_roots(repo)?)?;
+    choose_keepers(&u)?;
+    let needed: HashMap<Id, u64> = pack_usage(&u)?
+        .into_iter()
+        .map(|p| (p.id, p.used_blobs))
+        .collect();
+    let mut delete: HashSet<Id> = HashSet::new();
+    let mut sizes: HashMap<Id, u64> = HashMap::new();
+    for (p, _, _) in &due {
+        for m in &p.plan.packs {
+            sizes.insert(m.id, m.size);
+            match needed.get(&m.id) {
+                Some(n) if *n > 0 => r.packs_rescued += 1,
+                // Unused, or already unlisted by an interrupted sweep.
+                _ => {
+                    delete.insert(m.id);
+                }
+            }
+        }
+    }
+    r.plans_done = due.len();
+    r.packs_deleted = delete.len();
+    r.bytes_deleted = delete
+        .iter()
+        .map(|id| sizes.get(id).copied().unwrap_or(0))
+        .sum();
+    let leftovers: Vec<&String> = due.iter().flat_map(|(_, _, h)| &h.leftovers).collect();
+    r.leftovers_removed = leftovers.len();
+    if dry_run {
+        return Ok(r);
+    }
+    drop(u);
+    // Rule 5: unlist, then delete.
+    r.compaction = Some(compact(repo, lock, &delete)?);
+    for id in &delete {
+        lock.check()?;
+        repo.backend().delete(Kind::Pack, &id.to_hex())?;
+    }
+    for l in leftovers {
+        repo.backend().remove_leftover(l)?;
+    }
+    let mut marks: Vec<Id> = found.orphans.clone();
+    for (p, hid, _) in &due {
+        marks.push(*hid);
+        marks.push(p.id);
+    }
+    remove_marks(repo, lock, &marks)?;
+    repo.sync_index()?;
+    Ok(r)
+}
+
+/// Deletes mark objects.
+fn remove_marks(repo: &Repository, lock: &LockHandle, marks: &[Id]) -> Result<()> {
+    for id in marks {
+        lock.check()?;
+        repo.backend().delete(Kind::Mark, &id.to_hex())?;
+    }
+    Ok(())
+}
