@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 /// A backup running in the background that the test stops and resumes.
 /// Resumed and killed if the test fails, so no stopped process outlives it.
-struct Background(Option<Child>);
+pub(super) struct Background(Option<Child>);
 
 impl Background {
-    fn pid(&self) -> Pid {
+    pub(super) fn pid(&self) -> Pid {
         Pid::from_raw(self.0.as_ref().unwrap().id() as i32)
     }
 
@@ -30,7 +30,7 @@ impl Background {
     /// storage, at a moment it holds no write lock on the cache (stopped
     /// holding one, it would make every other process wait for it, which
     /// is not what this test is about).
-    fn pause_at(&mut self, repo: &Path, packs: usize) {
+    pub(super) fn pause_at(&mut self, repo: &Path, packs: usize) {
         let deadline = Instant::now() + Duration::from_secs(240);
         loop {
             if let Some(st) = self.0.as_mut().unwrap().try_wait().unwrap() {
@@ -53,7 +53,7 @@ impl Background {
     }
 
     /// Resumes the process and waits for it to end.
-    fn finish(mut self) -> Out {
+    pub(super) fn finish(mut self) -> Out {
         self.resume();
         wait_bounded(self.0.take().unwrap(), "the paused backup")
     }
@@ -84,7 +84,7 @@ fn holds_write_lock(pid: Pid) -> bool {
 
 /// Starts `larder backup --json SRC`, its reads of SRC slowed to 16 MB/s
 /// so that each pack is stored and recorded well before the next.
-fn start_backup(t: &TestRepo, src: &Path) -> Background {
+pub(super) fn start_backup(t: &TestRepo, src: &Path) -> Background {
     let mut c = common::larder(&t.repo_path(), &t.cache_path());
     c.args(["backup", "--json", path_str(src)]);
     let real = std::fs::canonicalize(src).unwrap();

@@ -6,14 +6,15 @@
 //! stored twice (each run first indexes the packs a killed one left).
 //!
 //! The kill points are drawn from a seeded generator (`LARDER_KILL_SEED`
-//! picks another seed; the one used is printed), as delays after the start
-//! spread over the length of a recent complete run.
+//! picks another seed; the one used is printed): half are delays after the
+//! start spread over the length of a recent complete run, half the moment
+//! the run's first or second pack is in storage.
 
 use super::{
     assert_each_blob_stored_once, assert_objects_whole, assert_same_manifest, check_passes, fill,
     larder_cmd, manifest, notices, snapshot_id_of, snapshot_names, spawn, temp_files, wait_bounded,
 };
-use crate::support::{lib_restore, list_rel, path_str, rand_bytes, set_mtime, write};
+use crate::support::{lib_restore, list_rel, pack_files, path_str, rand_bytes, set_mtime, write};
 use larder::Id;
 use std::collections::BTreeMap;
 use std::fs;
@@ -99,6 +100,69 @@ fn mutate(rng: &mut Rng, src: &Path, round: u64) {
     }
 }
 
+/// When a run is killed.
+#[derive(Clone, Copy)]
+enum KillAt {
+    /// This long after it started.
+    Delay(Duration),
+    /// Once this many packs are in storage.
+    Packs(usize),
+}
+
+/// What one run did.
+struct Run {
+    killed: bool,
+    /// The snapshot it saved (a killed run may have saved one first).
+    snapshot: Option<String>,
+    took: Duration,
+}
+
+/// Backs up `src` with the CLI, killing the run (SIGKILL) at `kill_at`
+/// unless it ends first; a run that ends must succeed.
+fn run_backup(repo: &Path, cache: &Path, src: &Path, kill_at: Option<KillAt>, what: &str) -> Run {
+    let before = snapshot_names(repo);
+    let start = Instant::now();
+    let mut child = spawn(larder_cmd(
+        repo,
+        cache,
+        &["backup", "--json", path_str(src)],
+    ));
+    let killed = kill_at.is_some_and(|at| {
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            let now = match at {
+                KillAt::Delay(d) => start.elapsed() >= d,
+                KillAt::Packs(n) => pack_files(repo).0 >= n,
+            };
+            if now {
+                child.kill().unwrap();
+                break true;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    });
+    let o = wait_bounded(child, what);
+    let took = start.elapsed();
+    if !killed {
+        assert_eq!(o.code, 0, "{what}: {}", o.all());
+        let id = snapshot_id_of(&o);
+        return Run {
+            killed,
+            snapshot: Some(id),
+            took,
+        };
+    }
+    let new: Vec<String> = snapshot_names(repo).difference(&before).cloned().collect();
+    assert!(new.len() <= 1, "{what}: {new:?}");
+    Run {
+        killed,
+        snapshot: new.into_iter().next(),
+        took,
+    }
+}
+
 /// A snapshot and the manifest of the tree it was taken of.
 struct Taken {
     id: String,
@@ -135,47 +199,24 @@ fn backups_killed_at_random_points_leave_a_sound_repository() {
             mutate(&mut rng, &src, round);
         }
         let tree = manifest(&src);
-        let before = snapshot_names(&repo);
-        // The first run, and about one in six, is left to finish.
+        // The first run, and about one in six, is left to finish; the
+        // others are killed after a random delay, or as soon as a random
+        // number (1 or 2) of their packs is in storage.
         let finish = round == 0 || rng.below(6) == 0;
-        let delay = run_len.mul_f64(rng.below(1000) as f64 / 1000.0);
-        let start = Instant::now();
-        let mut child = spawn(larder_cmd(
-            &repo,
-            &cache,
-            &["backup", "--json", path_str(&src)],
-        ));
-        let killed = !finish
-            && loop {
-                if child.try_wait().unwrap().is_some() {
-                    break false;
-                }
-                if start.elapsed() >= delay {
-                    child.kill().unwrap();
-                    break true;
-                }
-                std::thread::sleep(Duration::from_micros(500));
-            };
-        let what = format!("round {round} (seed {seed})");
-        let o = wait_bounded(child, &what);
-        if killed {
-            kills += 1;
-            // A run killed after it saved its snapshot still took one.
-            let new: Vec<String> = snapshot_names(&repo).difference(&before).cloned().collect();
-            assert!(new.len() <= 1, "{what}: {new:?}");
-            for id in new {
-                taken.push(Taken {
-                    id,
-                    tree: tree.clone(),
-                });
-            }
+        let kill_at = if rng.below(2) == 0 {
+            KillAt::Delay(run_len.mul_f64(rng.below(1000) as f64 / 1000.0))
         } else {
-            assert_eq!(o.code, 0, "{what}: {}", o.all());
-            run_len = start.elapsed();
-            taken.push(Taken {
-                id: snapshot_id_of(&o),
-                tree,
-            });
+            KillAt::Packs(pack_files(&repo).0 + 1 + rng.below(2) as usize)
+        };
+        let what = format!("round {round} (seed {seed})");
+        let run = run_backup(&repo, &cache, &src, (!finish).then_some(kill_at), &what);
+        if run.killed {
+            kills += 1;
+        } else {
+            run_len = run.took;
+        }
+        if let Some(id) = run.snapshot {
+            taken.push(Taken { id, tree });
         }
         assert_objects_whole(&repo);
         let chk = check_passes(&repo, &cache, false, &format!("after {what}"));
@@ -194,24 +235,16 @@ fn backups_killed_at_random_points_leave_a_sound_repository() {
         temp_files(&repo).len()
     );
     assert!(
-        left_packs >= 3,
+        left_packs >= 5,
         "only {left_packs} kills landed while packs were being stored"
     );
 
     // A last complete run indexes what the last killed one left.
     mutate(&mut rng, &src, round);
     let tree = manifest(&src);
-    let o = wait_bounded(
-        spawn(larder_cmd(
-            &repo,
-            &cache,
-            &["backup", "--json", path_str(&src)],
-        )),
-        "the last backup",
-    );
-    assert_eq!(o.code, 0, "{}", o.all());
+    let run = run_backup(&repo, &cache, &src, None, "the last backup");
     taken.push(Taken {
-        id: snapshot_id_of(&o),
+        id: run.snapshot.unwrap(),
         tree,
     });
     let chk = check_passes(&repo, &cache, true, "at the end");

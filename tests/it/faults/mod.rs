@@ -8,6 +8,7 @@
 mod concurrency;
 mod disk_full;
 mod faulty_backend;
+mod interrupt;
 mod io_errors;
 mod kill_loop;
 mod shim;

@@ -197,13 +197,20 @@ pub fn library() -> PathBuf {
     LIB.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("faultshim");
         std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("faultshim.c");
+        // Named by its source, so a build is reused until the source changes.
+        let hash = larder::Id::of_object(SOURCE.as_bytes()).to_hex();
+        let lib = dir.join(format!("faultshim-{}.so", &hash[..16]));
+        if lib.exists() {
+            return lib;
+        }
+        let pid = std::process::id();
+        let src = dir.join(format!("faultshim-{pid}.c"));
         std::fs::write(&src, SOURCE).unwrap();
-        let lib = dir.join(format!("faultshim-{}.so", std::process::id()));
+        let tmp = dir.join(format!("faultshim-{pid}.so.tmp"));
         let cc = std::env::var("CC").unwrap_or_else(|_| "gcc".into());
         let o = Command::new(&cc)
             .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
-            .arg(&lib)
+            .arg(&tmp)
             .arg(&src)
             .arg("-ldl")
             .output()
@@ -213,6 +220,8 @@ pub fn library() -> PathBuf {
             "building the fault shim failed:\n{}",
             String::from_utf8_lossy(&o.stderr)
         );
+        let _ = std::fs::remove_file(&src);
+        std::fs::rename(&tmp, &lib).unwrap();
         lib
     })
     .clone()
