@@ -67,9 +67,14 @@ impl TestRepo {
     }
 }
 
-/// Path of the built `larder` binary.
+/// Path of the `larder` binary the CLI tests run: the one this build made,
+/// or the one `LARDER_TEST_BIN` names (to show that a test fails on an
+/// older build: `LARDER_TEST_BIN=/path/to/old/larder cargo test NAME`).
 pub fn larder_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_larder"))
+    match std::env::var_os("LARDER_TEST_BIN") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(env!("CARGO_BIN_EXE_larder")),
+    }
 }
 
 /// A `larder` command with the repository, password and cache set.
@@ -88,4 +93,30 @@ pub fn larder(repo: &Path, cache: &Path) -> std::process::Command {
         .env_remove("LARDER_PASSWORD_FILE")
         .env_remove("LARDER_PASSWORD_COMMAND");
     c
+}
+
+/// Creates a repository at `repo` with the small packs and chunks of
+/// [`TestRepo::init`] (for a repository that must live elsewhere than a
+/// `TestRepo`'s directory, such as on a small filesystem).
+pub fn init_at(repo: &Path, cache: &Path) -> Repository {
+    let opts = InitOptions {
+        chunker: larder::chunker::ChunkerParams {
+            min: 4096,
+            avg: 16384,
+            max: 65536,
+            level: 1,
+        },
+        compression_level: 3,
+        pack_size: 1 << 20,
+    };
+    Repository::init(
+        Arc::new(LocalBackend::new(repo)),
+        &NewKey::Passphrase {
+            pass: PASS.to_string().into(),
+            work_factor: TEST_WF,
+        },
+        &opts,
+        cache,
+    )
+    .unwrap()
 }

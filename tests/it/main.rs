@@ -3,6 +3,7 @@
 mod bench_table;
 mod common;
 mod daily;
+mod faults;
 mod fidelity;
 mod forget_policy;
 mod hostile;

@@ -123,7 +123,7 @@ pub fn parse_grace(s: &str) -> Result<Duration> {
 /// `90s`, `12m`, `5h`, `2d` for messages.
 pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs();
-    if s >= 86_400 && s % 86_400 == 0 {
+    if s >= 86_400 && s.is_multiple_of(86_400) {
         return format!("{}d", s / 86_400);
     }
     match s {
