@@ -15,6 +15,7 @@
 //! | the repository | [`lock`], [`repository`] (init, open, config, blob and tree reads, repair), [`snapshot`] (objects, listing, `latest`), [`packer`] (writing new blobs into packs and segments) |
 //! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait) |
 //! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`check`] |
+//! | maintenance | [`maintenance`] (the operations that delete or rewrite repository contents: `forget` with the policies of [`retention`]) |
 //! | the command line | [`cli`] (one handler per command; terminal output) |
 //!
 //! Where coming work lands: retention and `forget`/`prune` as new
@@ -38,6 +39,7 @@ pub mod interrupt;
 pub mod keys;
 pub mod localfs;
 pub mod lock;
+pub mod maintenance;
 pub mod object;
 pub mod pack;
 pub mod packer;

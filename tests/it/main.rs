@@ -4,6 +4,7 @@ mod bench_table;
 mod common;
 mod daily;
 mod fidelity;
+mod forget;
 mod forget_policy;
 mod hostile;
 mod locks;
