@@ -14,14 +14,15 @@
 //! | cryptography and formats | [`crypto`] (keys, sealing, blob ids), [`object`] (sealed objects), [`keys`] (key files), [`chunker`], [`pack`] (format, blobs, writer), [`tree`] (nodes and tree blobs), [`index`] (segments and the SQLite cache) |
 //! | the repository | [`lock`], [`repository`] (init, open, config, blob and tree reads, repair), [`snapshot`] (objects, listing, `latest`), [`packer`] (writing new blobs into packs and segments) |
 //! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait) |
-//! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`check`], [`maintenance`] (forget, prune, repair snapshots, stats; the used-blob set), [`retention`] (the forget policy), [`schedule`] (profiles and periodic runs) |
+//! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`check`], [`schedule`] (profiles and periodic runs) |
+//! | maintenance | [`maintenance`] (the operations that delete or rewrite repository contents: `forget` with the policies of [`retention`], `prune`, `repair snapshots`, `stats`; the used-blob set they share) |
 //! | the command line | [`cli`] (one handler per command; terminal output) |
 //!
-//! Where coming work lands: retention and `forget`/`prune` as new
-//! operation modules beside `check` (using [`walker`] and the index cache);
-//! scheduled runs as a `schedule` module called by new CLI commands;
-//! object stores as new implementations of [`backend::Backend`]; new
-//! commands as `cli/cmd_*.rs` files over library functions.
+//! Where new work lands: object stores as implementations of
+//! [`backend::Backend`]; operations as modules beside `check` or in
+//! [`maintenance`] (walking trees with [`walker`], counting blobs with
+//! `maintenance::usage`); commands as `cli/cmd_*.rs` files over library
+//! functions.
 
 pub mod archiver;
 pub mod backend;

@@ -51,6 +51,9 @@ pub struct BackupOptions {
     pub force: bool,
     pub parent: Option<String>,
     pub with_atime: bool,
+    /// The snapshot's time in nanoseconds since the Unix epoch (`--time`);
+    /// the time the backup ends when `None`.
+    pub time: Option<i64>,
 }
 
 /// What a backup did.
@@ -140,7 +143,7 @@ pub fn backup(
     }
     summary.duration_ms = start.elapsed().as_millis() as u64;
     let snap = Snapshot {
-        time_ns: crate::host::now_ns(),
+        time_ns: opts.time.unwrap_or_else(crate::host::now_ns),
         hostname,
         username: crate::host::username(),
         uid: nix::unistd::getuid().as_raw(),

@@ -51,6 +51,36 @@ pub struct Args {
     /// Record access times too (off by default: they churn trees).
     #[arg(long)]
     pub with_atime: bool,
+    /// Record this time as the snapshot's ("YYYY-MM-DD HH:MM:SS" in the
+    /// local time zone, or RFC 3339 such as 2024-05-01T12:00:00Z) instead
+    /// of now: to import old data, or to test a retention policy.
+    #[arg(long, value_name = "TIME")]
+    pub time: Option<String>,
+}
+
+/// Parses `--time`: restic's `YYYY-MM-DD HH:MM:SS` in `tz` (a time that a
+/// DST change skips or repeats is taken as jiff's "compatible" choice: the
+/// later one for a gap, the earlier one for a fold), or RFC 3339 with an
+/// offset. Returns nanoseconds since the Unix epoch.
+fn parse_time(text: &str, tz: &jiff::tz::TimeZone) -> Result<i64> {
+    let bad = |why: String| {
+        Error::Usage(format!(
+            "--time {text:?}: {why} (expected \"YYYY-MM-DD HH:MM:SS\" in the local time zone, \
+             or RFC 3339 such as 2024-05-01T12:00:00Z)"
+        ))
+    };
+    let ts = match jiff::civil::DateTime::strptime("%Y-%m-%d %H:%M:%S", text.trim()) {
+        Ok(dt) => tz
+            .to_ambiguous_timestamp(dt)
+            .compatible()
+            .map_err(|e| bad(e.to_string()))?,
+        Err(_) => text
+            .trim()
+            .parse::<jiff::Timestamp>()
+            .map_err(|e| bad(e.to_string()))?,
+    };
+    i64::try_from(ts.as_nanosecond())
+        .map_err(|_| bad("outside the years 1678 to 2261 that a snapshot time can hold".into()))
 }
 
 /// The `--json` summary (restic's field names).
@@ -156,6 +186,11 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         force: a.force,
         parent: a.parent.clone(),
         with_atime: a.with_atime,
+        time: a
+            .time
+            .as_deref()
+            .map(|t| parse_time(t, &jiff::tz::TimeZone::system()))
+            .transpose()?,
     };
     let show_progress = !g.quiet && !g.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let progress = TermProgress::new(show_progress);
@@ -178,5 +213,73 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             res.warnings.len()
         );
         Ok(3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::tz::TimeZone;
+
+    fn secs(ns: i64) -> i64 {
+        ns.div_euclid(1_000_000_000)
+    }
+
+    #[test]
+    fn time_in_restics_format_is_local() {
+        let utc = TimeZone::UTC;
+        assert_eq!(
+            secs(parse_time("2019-09-01 11:00:00", &utc).unwrap()),
+            1_567_335_600
+        );
+        // Berlin in summer is UTC+2; in winter UTC+1.
+        let berlin = TimeZone::posix("CET-1CEST,M3.5.0,M10.5.0/3").unwrap();
+        assert_eq!(
+            secs(parse_time("2019-09-01 11:00:00", &berlin).unwrap()),
+            1_567_335_600 - 2 * 3600
+        );
+        assert_eq!(
+            secs(parse_time("2019-12-01 11:00:00", &berlin).unwrap()),
+            1_575_198_000 - 3600
+        );
+        // 02:30 does not exist on 2019-03-31 in Berlin: the later reading.
+        assert_eq!(
+            secs(parse_time("2019-03-31 02:30:00", &berlin).unwrap()),
+            secs(parse_time("2019-03-31T01:30:00Z", &utc).unwrap())
+        );
+    }
+
+    #[test]
+    fn time_in_rfc3339_carries_its_offset() {
+        let berlin = TimeZone::posix("CET-1CEST,M3.5.0,M10.5.0/3").unwrap();
+        assert_eq!(
+            parse_time("2019-09-01T11:00:00Z", &berlin).unwrap(),
+            1_567_335_600_000_000_000
+        );
+        assert_eq!(
+            parse_time("2019-09-01T13:00:00.5+02:00", &berlin).unwrap(),
+            1_567_335_600_500_000_000
+        );
+        assert_eq!(
+            secs(parse_time("1960-01-01T00:00:00Z", &berlin).unwrap()),
+            -315_619_200
+        );
+    }
+
+    #[test]
+    fn bad_times_name_the_flag() {
+        for bad in [
+            "",
+            "yesterday",
+            "2019-13-01 00:00:00",
+            "2019-09-01",
+            "2019-09-01T11:00:00",
+            "2300-01-01T00:00:00Z",
+        ] {
+            match parse_time(bad, &TimeZone::UTC) {
+                Err(Error::Usage(m)) => assert!(m.starts_with("--time "), "{bad:?}: {m}"),
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
     }
 }

@@ -12,10 +12,20 @@ use crate::maintenance::prune::{
 /// snapshot uses now.
 #[derive(clap::Args, Debug, Clone)]
 #[command(
-    after_help = "Examples:\n  larder forget --keep-daily 7 --keep-weekly 4\n  larder prune\n  \
+    after_help = "Examples:\n  larder forget --keep-daily 7 --keep-weekly 4 --prune\n  larder prune\n  \
     larder prune --dry-run --max-unused 10%\n  larder prune --keep-delete 0s   # delete at once (when no backup runs)"
 )]
 pub struct Args {
+    #[command(flatten)]
+    pub flags: PruneFlags,
+    /// Show what would be marked, repacked and deleted; change nothing.
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+}
+
+/// How to prune (shared with `forget --prune`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct PruneFlags {
     /// Tolerate this much unused data before repacking partly used packs:
     /// a share of the repository (`5%`), a size (`100M`) or `unlimited`.
     #[arg(long, default_value = "5%", value_name = "LIMIT")]
@@ -30,14 +40,11 @@ pub struct Args {
     /// `12h`, `0s` to delete in this run when no backup is running).
     #[arg(long, default_value = "1d", value_name = "DURATION")]
     pub keep_delete: String,
-    /// Show what would be marked, repacked and deleted; change nothing.
-    #[arg(short = 'n', long)]
-    pub dry_run: bool,
 }
 
-impl Args {
+impl PruneFlags {
     /// The library's options.
-    pub fn options(&self) -> Result<PruneOptions> {
+    pub fn options(&self, dry_run: bool) -> Result<PruneOptions> {
         Ok(PruneOptions {
             max_unused: MaxUnused::parse(&self.max_unused)?,
             max_repack_size: self
@@ -50,7 +57,7 @@ impl Args {
                 .transpose()?,
             repack_small: self.repack_small,
             keep_delete: prune::parse_grace(&self.keep_delete)?,
-            dry_run: self.dry_run,
+            dry_run,
         })
     }
 }
@@ -147,17 +154,22 @@ fn print_report(r: &PruneReport) {
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
-    let opts = a.options()?;
+    let opts = a.flags.options(a.dry_run)?;
     crate::interrupt::install_handlers()?;
     let repo = g.open()?;
     let report = prune::prune(&repo, &opts)?;
+    show(g, &report);
+    Ok(0)
+}
+
+/// Prints a prune's report (warnings, then JSON or the human summary).
+pub fn show(g: &Global, report: &PruneReport) {
     for p in &report.problems {
         eprintln!("warning: {}", safe(p));
     }
     if g.json {
-        print_json(&report);
+        print_json(report);
     } else if !g.quiet {
-        print_report(&report);
+        print_report(report);
     }
-    Ok(0)
 }

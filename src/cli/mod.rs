@@ -7,6 +7,7 @@ mod cmd_backup;
 mod cmd_cat;
 mod cmd_check;
 mod cmd_diff;
+mod cmd_forget;
 mod cmd_init;
 mod cmd_key;
 mod cmd_ls;
@@ -46,6 +47,7 @@ enum Command {
     Repair(cmd_repair::Args),
     Backup(cmd_backup::Args),
     Snapshots(cmd_snapshots::Args),
+    Forget(Box<cmd_forget::Args>),
     Restore(cmd_restore::Args),
     Diff(cmd_diff::Args),
     Ls(cmd_ls::Args),
@@ -81,6 +83,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Repair(a) => cmd_repair::run(g, a),
         Command::Backup(a) => cmd_backup::run(g, a),
         Command::Snapshots(a) => cmd_snapshots::run(g, a),
+        Command::Forget(a) => cmd_forget::run(g, *a),
         Command::Restore(a) => cmd_restore::run(g, a),
         Command::Diff(a) => cmd_diff::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),

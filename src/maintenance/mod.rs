@@ -1,8 +1,8 @@
-//! The operations that delete or rewrite repository contents, and what they
-//! share: [`usage`] (which blobs the snapshots use, in an on-disk set).
-//! `forget` (removing snapshots by policy), `prune` (two-phase deletion of
-//! unused data, repacking, index compaction), `repair snapshots` and `stats`
-//! live here too.
+//! Maintenance: the operations that delete or rewrite repository contents
+//! (forget, prune, repair snapshots, stats), as opposed to the ones that
+//! only add to it (backup) or only read it (restore, check, diff); and what
+//! they share: [`usage`] (which blobs the snapshots use, in an on-disk set).
 
+pub mod forget;
 pub mod prune;
 pub mod usage;

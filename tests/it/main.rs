@@ -5,6 +5,7 @@ mod common;
 mod daily;
 mod faults;
 mod fidelity;
+mod forget;
 mod forget_policy;
 mod hostile;
 mod locks;

@@ -562,3 +562,48 @@ fn kill_loop_over_prune_loses_nothing() {
         }
     }
 }
+
+/// `forget --prune` forgets by policy, then prunes with the prune flags.
+#[test]
+fn forget_with_prune() {
+    let t = cli_repo();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for g in 0..4 {
+        generation(&src, g * 4 + 3);
+        cli(
+            &t.repo_path(),
+            &t.cache_path(),
+            &["backup", path_str(&src)],
+            0,
+        );
+    }
+    let packs_before = pack_files(&t.repo_path()).0;
+    let (out, _) = cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &[
+            "--json",
+            "forget",
+            "--keep-last",
+            "1",
+            "--prune",
+            "--keep-delete",
+            "0s",
+        ],
+        0,
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0][0]["remove"].as_array().unwrap().len(), 3, "{out}");
+    let deleted = lines[1]["immediate"]["packs_deleted"].as_u64().unwrap();
+    assert!(deleted > 0, "{out}");
+    assert_eq!(
+        pack_files(&t.repo_path()).0 as u64,
+        packs_before as u64 - deleted
+    );
+    let ids = snapshot_ids(&t);
+    assert_eq!(ids.len(), 1);
+    restore_equals(&t, &ids[0], &src, &src);
+    check_read_data(&t);
+}
