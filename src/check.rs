@@ -1,6 +1,10 @@
 //! `check`: verifies a repository's structure (config, keys, index segments,
 //! packs against the index, snapshots and every tree they reach) and, with
-//! `--read-data`, every blob's bytes. Every problem names the object.
+//! `--read-data`, every blob's bytes, or with `--read-data-subset` a share
+//! of the packs taken in rotation (see [`rotation`]). Every problem names
+//! the object.
+
+pub mod rotation;
 
 use crate::backend::Kind;
 use crate::error::Result;
@@ -11,6 +15,7 @@ use crate::repository::Repository;
 use crate::snapshot;
 use crate::tree::{NodeKind, Tree};
 use crate::walker::{self, Visit};
+use rotation::{Coverage, DataSubset, VerifyLog};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -19,8 +24,8 @@ use std::collections::{HashMap, HashSet};
 pub struct CheckOptions {
     /// Decrypt and re-hash every blob of every pack.
     pub read_data: bool,
-    /// With `read_data`: only this percentage of packs (0-100].
-    pub subset_percent: Option<f64>,
+    /// Read only this subset of the packs (implies reading data).
+    pub subset: Option<DataSubset>,
 }
 
 /// What `check` found.
@@ -33,6 +38,11 @@ pub struct CheckReport {
     pub trees: usize,
     pub packs_read: usize,
     pub blobs_read: usize,
+    /// Bytes of the packs read (`packs_read` of them).
+    pub bytes_read: u64,
+    /// When data was read: how much of the repository's data has been
+    /// verified so far, this run and earlier ones together.
+    pub verified: Option<Coverage>,
     /// What is wrong: each names the object; any makes `check` fail.
     pub problems: Vec<String>,
     /// What is worth knowing but not wrong: packs an interrupted backup
@@ -55,20 +65,41 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
     check_index(repo, &mut r)?;
     let indexed = check_packs(repo, &mut r)?;
     check_snapshots(repo, &mut r)?;
-    if opts.read_data {
-        let pct = opts.subset_percent.unwrap_or(100.0).clamp(0.0, 100.0);
-        for (id, size) in &indexed {
-            // A deterministic subset: the first 4 bytes of the pack id.
-            let bucket =
-                u32::from_le_bytes([id.0[0], id.0[1], id.0[2], id.0[3]]) as f64 / u32::MAX as f64;
-            if bucket * 100.0 >= pct && pct < 100.0 {
-                continue;
-            }
-            crate::interrupt::check()?;
-            read_pack_data(repo, id, *size, &mut r);
-        }
+    if opts.read_data || opts.subset.is_some() {
+        read_data(repo, &indexed, opts.subset.as_ref(), &mut r)?;
     }
     Ok(r)
+}
+
+/// Reads the packs of `subset` (every indexed pack for `None`), recording
+/// each one read without a problem in the verification record at once.
+fn read_data(
+    repo: &Repository,
+    indexed: &[(Id, u64)],
+    subset: Option<&DataSubset>,
+    r: &mut CheckReport,
+) -> Result<()> {
+    let log = VerifyLog::open(repo)?;
+    log.retain(indexed)?;
+    let chosen = rotation::select(indexed, &log.all()?, subset);
+    let run = log.next_run()?;
+    for (id, size) in &chosen {
+        crate::interrupt::check()?;
+        let (problems, read) = (r.problems.len(), r.packs_read);
+        read_pack_data(repo, id, *size, r);
+        if r.packs_read > read {
+            r.bytes_read += size;
+        }
+        if r.problems.len() == problems {
+            log.record(id, run, crate::host::now_secs())?;
+        }
+    }
+    r.verified = Some(rotation::coverage(
+        indexed,
+        &log.all()?,
+        crate::host::now_secs(),
+    ));
+    Ok(())
 }
 
 /// Every key file: named by its hash, and parseable.

@@ -1,45 +1,51 @@
 //! `larder check`: verify the repository's structure, and its data with
-//! `--read-data` or `--read-data-subset`.
+//! `--read-data` or `--read-data-subset` (a share of the packs in rotation,
+//! or restic's fixed slice `n/t`).
 
 use super::Global;
+use super::cmd_stats::{age_text, human_bytes};
 use super::output::{print_json, safe};
+use crate::check::rotation::{Coverage, DataSubset};
 use crate::check::{self, CheckOptions};
 use crate::error::{Error, Result};
 
 /// Verify the repository's structure (and with --read-data, its data).
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  larder check\n  larder check --read-data-subset 10%")]
+#[command(after_help = "Examples:
+  larder check
+  larder check --read-data
+  larder check --read-data-subset 5%     # nightly: every pack is read within 20 runs
+  larder check --read-data-subset 2G     # the 2 GiB of packs verified longest ago
+  larder check --read-data-subset 1/7    # restic's fixed slice 1 of 7, by pack id")]
 pub struct Args {
     /// Decrypt and re-hash every blob.
     #[arg(long)]
     read_data: bool,
-    /// Read only this share of the packs, e.g. `10%`.
-    #[arg(long, value_name = "N%")]
+    /// Read only part of the packs: `N%` or a size (`500M`) takes the packs
+    /// verified longest ago (never verified first) and remembers what it
+    /// read; `n/t` reads restic's fixed slice n of t.
+    #[arg(long, value_name = "N%|SIZE|n/t")]
     read_data_subset: Option<String>,
-}
-
-/// Parses `10%` (or `10`) into a percentage in (0, 100].
-fn parse_subset(s: &str) -> Result<f64> {
-    s.trim_end_matches('%')
-        .parse::<f64>()
-        .ok()
-        .filter(|p| *p > 0.0 && *p <= 100.0)
-        .ok_or_else(|| Error::Usage(format!("invalid --read-data-subset {s:?}; use e.g. 10%")))
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
-    let repo = g.open()?;
+    if a.read_data && a.read_data_subset.is_some() {
+        return Err(Error::Usage(
+            "--read-data and --read-data-subset cannot be used together".into(),
+        ));
+    }
     let subset = a
         .read_data_subset
         .as_deref()
-        .map(parse_subset)
+        .map(DataSubset::parse)
         .transpose()?;
+    let repo = g.open()?;
     let rep = check::check(
         &repo,
         &CheckOptions {
-            read_data: a.read_data || subset.is_some(),
-            subset_percent: subset,
+            read_data: a.read_data,
+            subset,
         },
     )?;
     if g.json {
@@ -53,7 +59,12 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         }
         if !g.quiet {
             let read = if rep.packs_read > 0 {
-                format!("; read {} packs, {} blobs", rep.packs_read, rep.blobs_read)
+                format!(
+                    "; read {} packs, {} blobs ({})",
+                    rep.packs_read,
+                    rep.blobs_read,
+                    human_bytes(rep.bytes_read)
+                )
             } else {
                 String::new()
             };
@@ -61,6 +72,9 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
                 "checked {} keys, {} index segments, {} packs, {} snapshots, {} trees{read}",
                 rep.keys, rep.index_segments, rep.packs, rep.snapshots, rep.trees,
             );
+            if let Some(c) = &rep.verified {
+                println!("{}", coverage_line(c));
+            }
             if rep.ok() {
                 println!("no errors were found");
             }
@@ -72,4 +86,30 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         eprintln!("larder: check found {} problem(s)", rep.problems.len());
         Ok(1)
     }
+}
+
+/// `data verified so far: 12 of 40 packs, 11.9 MiB of 40.1 MiB (30%); …`
+fn coverage_line(c: &Coverage) -> String {
+    let pct = if c.bytes_total > 0 {
+        c.bytes_verified as f64 * 100.0 / c.bytes_total as f64
+    } else {
+        100.0
+    };
+    let mut s = format!(
+        "data verified so far: {} of {} packs, {} of {} ({pct:.0}%)",
+        c.packs_verified,
+        c.packs_total,
+        human_bytes(c.bytes_verified),
+        human_bytes(c.bytes_total)
+    );
+    if let Some(age) = c.oldest_verification_age_secs {
+        s.push_str(&format!("; the oldest verification is {}", age_text(age)));
+    }
+    if c.packs_never_verified > 0 {
+        s.push_str(&format!(
+            "; {} packs never verified",
+            c.packs_never_verified
+        ));
+    }
+    s
 }

@@ -15,6 +15,7 @@ mod cmd_prune;
 mod cmd_repair;
 mod cmd_restore;
 mod cmd_snapshots;
+mod cmd_stats;
 mod cmd_unlock;
 mod filter;
 mod global;
@@ -48,6 +49,7 @@ enum Command {
     Backup(cmd_backup::Args),
     Snapshots(cmd_snapshots::Args),
     Forget(Box<cmd_forget::Args>),
+    Stats(cmd_stats::Args),
     Restore(cmd_restore::Args),
     Diff(cmd_diff::Args),
     Ls(cmd_ls::Args),
@@ -84,6 +86,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Backup(a) => cmd_backup::run(g, a),
         Command::Snapshots(a) => cmd_snapshots::run(g, a),
         Command::Forget(a) => cmd_forget::run(g, *a),
+        Command::Stats(a) => cmd_stats::run(g, a),
         Command::Restore(a) => cmd_restore::run(g, a),
         Command::Diff(a) => cmd_diff::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),

@@ -5,4 +5,6 @@
 
 pub mod forget;
 pub mod prune;
+pub mod repair_snapshots;
+pub mod stats;
 pub mod usage;

@@ -398,7 +398,7 @@ fn corrupted_pack_fails_only_the_affected_file() {
         &repo,
         &CheckOptions {
             read_data: true,
-            subset_percent: None,
+            subset: None,
         },
     )
     .unwrap();

@@ -1,6 +1,7 @@
 //! Integration tests, one binary: each module covers one capability.
 
 mod bench_table;
+mod check_rotation;
 mod common;
 mod daily;
 mod faults;
@@ -10,8 +11,10 @@ mod forget_policy;
 mod hostile;
 mod locks;
 mod prune;
+mod repair_snapshots;
 mod repo_core;
 mod safety;
+mod stats;
 mod support;
 mod untrusted;
 mod vectors;

@@ -256,7 +256,7 @@ fn blobs_survive_cache_loss_and_index_rebuild() {
         &repo,
         &CheckOptions {
             read_data: true,
-            subset_percent: None,
+            subset: None,
         },
     )
     .unwrap();

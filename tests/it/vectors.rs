@@ -1295,7 +1295,7 @@ fn repository_reads_every_blob_and_snapshot() {
         &repo,
         &larder::check::CheckOptions {
             read_data: true,
-            subset_percent: None,
+            subset: None,
         },
     )
     .unwrap();

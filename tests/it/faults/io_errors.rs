@@ -312,7 +312,7 @@ fn each_repository_write_failing_in_turn_fails_the_backup_cleanly() {
                 &r,
                 &CheckOptions {
                     read_data: true,
-                    subset_percent: None,
+                    subset: None,
                 },
             )
             .unwrap();
