@@ -203,11 +203,17 @@ pub trait Backend: Send + Sync {
 
 /// Reads `object`, whose storage reports `reported` bytes, from `source`,
 /// allowing at most `max` bytes: a reported size over `max` is refused
-/// before reading; at most `max + 1` bytes are read, so an object that grows
-/// or whose reported size lies costs no more than that; and a length other
-/// than the reported one is refused. Every backend's
+/// before reading; the buffer is allocated once at the reported size (it
+/// never grows), at most `reported + 1` bytes are read, so an object that
+/// grows or whose reported size lies costs no more than that; and a length
+/// other than the reported one is refused. Every backend's
 /// [`Backend::read_bounded`] ends here.
-pub fn read_limited(object: &str, source: impl Read, reported: u64, max: u64) -> Result<Vec<u8>> {
+pub fn read_limited(
+    object: &str,
+    mut source: impl Read,
+    reported: u64,
+    max: u64,
+) -> Result<Vec<u8>> {
     if reported > max {
         return Err(Error::corrupt(
             object,
@@ -220,26 +226,41 @@ pub fn read_limited(object: &str, source: impl Read, reported: u64, max: u64) ->
         object: object.to_string(),
         source,
     };
-    let mut buf = Vec::new();
-    buf.try_reserve_exact(reported as usize)
+    let len = usize::try_from(reported)
         .map_err(|_| backend_err(std::io::ErrorKind::OutOfMemory.into()))?;
-    source
-        .take(max.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(backend_err)?;
-    let got = buf.len() as u64;
-    if got > max {
-        return Err(Error::corrupt(
-            object,
-            format!(
-                "more than the {max} bytes such an object may have (the storage reported {reported}); stopped reading"
-            ),
-        ));
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len)
+        .map_err(|_| backend_err(std::io::ErrorKind::OutOfMemory.into()))?;
+    buf.resize(len, 0);
+    let mut got = 0;
+    while got < len {
+        match source.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(backend_err(e)),
+        }
     }
-    if got != reported {
+    if got < len {
         return Err(Error::corrupt(
             object,
             format!("{got} bytes read where the storage reported {reported} (changed while read?)"),
+        ));
+    }
+    // One probe byte past the end tells an object that grew or lied.
+    let mut probe = [0u8; 1];
+    let extra = loop {
+        match source.read(&mut probe) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            other => break other.map_err(backend_err)?,
+        }
+    };
+    if extra > 0 {
+        return Err(Error::corrupt(
+            object,
+            format!(
+                "more than the {reported} bytes the storage reported (changed while read, or a lying size); stopped reading"
+            ),
         ));
     }
     Ok(buf)
@@ -273,13 +294,29 @@ mod tests {
     }
 
     #[test]
-    fn read_limited_stops_an_endless_source_one_byte_past_the_limit() {
-        // The storage says 0 bytes and then never stops (a lying size, a
-        // growing file, /dev/zero): at most max + 1 bytes are read.
+    fn read_limited_stops_an_endless_source_one_byte_past_the_report() {
+        // The storage says 10 bytes and then never stops (a lying size, a
+        // growing file, /dev/zero): at most reported + 1 bytes are read.
         let mut src = std::io::repeat(7).take(u64::MAX);
-        let e = read_limited("config", &mut src, 0, 1000).unwrap_err();
-        assert!(e.to_string().contains("more than the 1000 bytes"), "{e}");
-        assert_eq!(src.limit(), u64::MAX - 1001);
+        let e = read_limited("config", &mut src, 10, 1000).unwrap_err();
+        assert!(e.to_string().contains("config"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("more than the 10 bytes the storage reported"),
+            "{e}"
+        );
+        assert_eq!(src.limit(), u64::MAX - 11);
+    }
+
+    #[test]
+    fn read_limited_never_grows_its_buffer() {
+        let v = read_limited("packs/ab", std::io::repeat(1).take(4096), 4096, 1 << 20).unwrap();
+        assert_eq!(v.len(), 4096);
+        assert_eq!(
+            v.capacity(),
+            4096,
+            "the buffer was allocated once, at the reported size"
+        );
     }
 
     #[test]
@@ -293,7 +330,7 @@ mod tests {
         let e = read_limited("index/aa", &b"abcdef"[..], 5, 10).unwrap_err();
         assert!(
             e.to_string()
-                .contains("6 bytes read where the storage reported 5"),
+                .contains("more than the 5 bytes the storage reported"),
             "{e}"
         );
     }

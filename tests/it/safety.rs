@@ -89,7 +89,11 @@ fn lost_data_is_read_again_not_carried_into_new_snapshots() {
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
     make_tree(&src);
-    backup_json(&t, &src, 0);
+    let first = backup_json(&t, &src, 0);
+    let first = first["snapshot_id"]
+        .as_str()
+        .expect("a snapshot id")
+        .to_string();
     let a = latest_node(&t, &src, "a.bin");
     let lost = pack_of(&t, &a.content[0]);
     t.backend().delete(Kind::Pack, &lost.to_hex()).unwrap();
@@ -102,13 +106,29 @@ fn lost_data_is_read_again_not_carried_into_new_snapshots() {
     );
     assert!(s["data_added"].as_u64().unwrap() > 0, "{s}");
     restore_latest_and_compare(&t, &src);
-    let (out, err) = cli(
-        &t.repo_path(),
-        &t.cache_path(),
-        &["check", "--read-data"],
-        0,
-    );
-    assert!(out.contains("no errors were found"), "{out}{err}");
+    // The new snapshot is whole. The first one is healed where its trees
+    // equal the new ones; a directory above the source whose metadata
+    // changed in between (other tests touch /tmp) keeps its lost tree, and
+    // then only the first snapshot may be reported.
+    let mut c = common::larder(&t.repo_path(), &t.cache_path());
+    c.args(["check", "--read-data"]);
+    let (code, out, err) = run(c);
+    if code != 0 || !out.contains("no errors were found") {
+        for line in err.lines().filter(|l| l.starts_with("error:")) {
+            assert!(
+                line.contains(&first[..8]),
+                "a problem outside the first snapshot: {line}\n{out}{err}"
+            );
+        }
+        cli(&t.repo_path(), &t.cache_path(), &["forget", &first], 0);
+        let (out, err) = cli(
+            &t.repo_path(),
+            &t.cache_path(),
+            &["check", "--read-data"],
+            0,
+        );
+        assert!(out.contains("no errors were found"), "{out}{err}");
+    }
 }
 
 /// Item 2, trees: a parent whose tree blobs are lost no longer makes every

@@ -22,6 +22,7 @@ use larder::backend::{Backend, Kind, LocalBackend};
 use larder::chunker::{Chunker, ChunkerParams};
 use larder::crypto::{Keys, MasterKey};
 use larder::id::Id;
+use larder::index::marks::{self, DeletionPlan, Holder, Mark, MarkedPack, PlanHolders};
 use larder::index::{IndexPack, IndexSegment};
 use larder::keys::{Credential, KeyHeader, KeyKind, NewKey};
 use larder::lock::LockInfo;
@@ -98,6 +99,8 @@ struct Vectors {
     index: Vec<ObjectVector>,
     snapshots: Vec<ObjectVector>,
     locks: Vec<ObjectVector>,
+    /// A deletion plan, then its holders object (SPEC.md section 20).
+    marks: Vec<ObjectVector>,
     /// Every file of the repository, sorted by path.
     files: Vec<FileVector>,
 }
@@ -395,6 +398,37 @@ fn lock_info() -> LockInfo {
     }
 }
 
+/// A deletion plan for one made-up pack (not in the vector repository, so
+/// nothing the snapshot uses is marked).
+fn mark_plan() -> Mark {
+    Mark::Plan(DeletionPlan {
+        created: T0,
+        packs: vec![MarkedPack {
+            id: Id([0x33; 32]),
+            size: 1_048_576,
+        }],
+    })
+}
+
+/// The holders object of plan `plan`: the vector lock's holder, one
+/// interrupted write, and one live lock that could not be read.
+fn mark_holders(plan: Id) -> Mark {
+    let l = lock_info();
+    Mark::Holders(PlanHolders {
+        plan,
+        created: T0 + 60,
+        holders: vec![Holder {
+            machine_id: l.machine_id,
+            boot_id: l.boot_id,
+            pid_ns: l.pid_ns,
+            pid: l.pid,
+            start_time: l.start_time,
+        }],
+        leftovers: vec!["packs/44/.tmp-vector".into()],
+        unreadable_locks: 1,
+    })
+}
+
 // ---------------------------------------------------------------------------
 // A hand-written postcard encoder (SPEC.md, "Postcard encoding").
 
@@ -585,6 +619,37 @@ fn pc_lock(l: &LockInfo) -> Vec<u8> {
         .var(l.lifetime_secs as u64)
         .byte(l.mode as u8)
         .raw(&l.nonce);
+    p.0
+}
+
+fn pc_mark(m: &Mark) -> Vec<u8> {
+    let mut p = Pc::default();
+    match m {
+        Mark::Plan(plan) => {
+            p.var(0).zz(plan.created).var(plan.packs.len() as u64);
+            for mp in &plan.packs {
+                p.id(&mp.id).var(mp.size);
+            }
+        }
+        Mark::Holders(h) => {
+            p.var(1)
+                .id(&h.plan)
+                .zz(h.created)
+                .var(h.holders.len() as u64);
+            for x in &h.holders {
+                p.raw(&x.machine_id)
+                    .raw(&x.boot_id)
+                    .var(x.pid_ns)
+                    .var(x.pid as u64)
+                    .var(x.start_time);
+            }
+            p.var(h.leftovers.len() as u64);
+            for l in &h.leftovers {
+                p.bytes(l.as_bytes());
+            }
+            p.var(h.unreadable_locks as u64);
+        }
+    }
     p.0
 }
 
@@ -917,7 +982,7 @@ fn files_are_the_recorded_ones_and_named_by_their_hash() {
                 assert_eq!(f.blake3, name, "{}", f.path);
                 assert_eq!(f.path, format!("packs/{}/{}", &name[..2], name));
             }
-            "keys" | "index" | "snapshots" | "locks" => {
+            "keys" | "index" | "snapshots" | "locks" | "marks" => {
                 assert_eq!(f.blake3, name, "{}", f.path);
                 assert_eq!(f.path.matches('/').count(), 1);
             }
@@ -1275,6 +1340,54 @@ fn index_snapshot_and_lock_decode() {
 }
 
 #[test]
+fn deletion_marks_decode() {
+    let v = load_vectors();
+    let master = master_of(&v);
+    let spec = spec_keys(&master);
+    let keys = Keys::derive(&MasterKey::from_bytes(master));
+    let be = LocalBackend::new(repo_src());
+
+    // The plan first (its holders object names it), by the independent
+    // reader: name = BLAKE3 of the bytes, type byte `M`, postcard body.
+    assert_eq!(v.marks.len(), 2);
+    let mut bodies = Vec::new();
+    for o in &v.marks {
+        let bytes = read(&format!("marks/{}", o.id));
+        assert_eq!(blake3::hash(&bytes).to_hex().as_str(), o.id);
+        let (c, body) = spec_open_object(&spec, b'M', &bytes);
+        assert_eq!((c, hex::encode(&body)), (o.compression, o.body_hex.clone()));
+        bodies.push((o.id.clone(), body));
+    }
+    let plan = bodies
+        .iter()
+        .find(|(_, b)| b.first() == Some(&0))
+        .expect("a plan (variant 0)");
+    let holders = bodies
+        .iter()
+        .find(|(_, b)| b.first() == Some(&1))
+        .expect("a holders object (variant 1)");
+    assert_eq!(pc_mark(&mark_plan()), plan.1);
+    assert_eq!(pc_mark(&mark_holders(id(&plan.0))), holders.1);
+
+    // The library reads the same values.
+    assert_eq!(marks::read_mark(&be, &keys, &plan.0).unwrap(), mark_plan());
+    assert_eq!(
+        marks::read_mark(&be, &keys, &holders.0).unwrap(),
+        mark_holders(id(&plan.0))
+    );
+    // A mark whose bytes do not hash to its name is refused, naming it.
+    let cp = Scratch::new();
+    let renamed = "ab".repeat(32);
+    std::fs::copy(
+        cp.root().join("marks").join(&plan.0),
+        cp.root().join("marks").join(&renamed),
+    )
+    .unwrap();
+    let e = marks::read_mark(&LocalBackend::new(cp.root()), &keys, &renamed).unwrap_err();
+    assert!(e.to_string().contains(&renamed), "{e}");
+}
+
+#[test]
 fn repository_reads_every_blob_and_snapshot() {
     let v = load_vectors();
     let cp = Scratch::new();
@@ -1521,6 +1634,9 @@ fn generate_vectors() {
         .write(Kind::Lock, &lock_id.to_hex(), &lock_bytes)
         .unwrap();
 
+    let plan_id = marks::write_mark(backend.as_ref(), repo.keys(), &mark_plan()).unwrap();
+    marks::write_mark(backend.as_ref(), repo.keys(), &mark_holders(plan_id)).unwrap();
+
     let master = *repo.master().as_bytes();
     let keys = repo.keys();
     let spec = spec_keys(&master);
@@ -1644,6 +1760,7 @@ fn generate_vectors() {
     let snapshots = objects(Kind::Snapshot, b'S');
     assert_eq!(snapshots[0].id, snap_id.to_hex());
     let locks = objects(Kind::Lock, b'L');
+    let marks = objects(Kind::Mark, b'M');
     let plaintexts: [&[u8]; 3] = [
         b"",
         b"larder",
@@ -1679,7 +1796,7 @@ fn generate_vectors() {
             "Byte strings are lowercase hex; u64 gear entries and masks are 16-digit hex numbers.".into(),
             "keys: header_hex is the postcard KeyHeader, clear_hex everything before the body (a passphrase key's associated data); for the passphrase key, scrypt_key_hex is scrypt(passphrase, salt, 2^work_factor, scrypt_r, scrypt_p, 32 bytes), the XChaCha20-Poly1305 key that seals the master key under nonce_hex.".into(),
             "body_hex is the postcard body of a sealed object after unsealing and decompression.".into(),
-            "The snapshot, trees and lock hold fixed made-up values (time 2026-01-01T00:00:00Z).".into(),
+            "The snapshot, trees, lock and deletion marks hold fixed made-up values (time 2026-01-01T00:00:00Z); the plan marks a made-up pack that is not in the repository.".into(),
         ],
         format_version: object::FORMAT_VERSION,
         passphrase: PASSPHRASE.into(),
@@ -1729,6 +1846,7 @@ fn generate_vectors() {
         index,
         snapshots,
         locks,
+        marks,
         files,
     };
     let mut text = serde_json::to_string_pretty(&v).unwrap();
