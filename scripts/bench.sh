@@ -27,6 +27,10 @@
 #   BENCH_SYNTH_SEGMENTS=100 BENCH_SYNTH_BLOBS=100000   synthetic index size
 #   BENCH_SKIP_INSTALL=1  do not run apt-get
 #   BENCH_KEEP=1          keep BENCH_DIR afterwards
+#   BENCH_PARTS="main prune flat"   which sections run (main: the daily
+#                         rows and stages; prune: 30 snapshots then forget
+#                         --keep-last 3 + prune; flat: the synthetic index)
+#   BENCH_PRUNE_SNAPS=30  snapshots made before the prune row
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -52,6 +56,9 @@ else
     SYN_BLOBS=${BENCH_SYNTH_BLOBS:-100000}
 fi
 PASS="larder-bench passphrase $SEED"
+PARTS=" ${BENCH_PARTS:-main prune flat} "
+PRUNE_SNAPS=${BENCH_PRUNE_SNAPS:-30}
+part() { [[ $PARTS == *" $1 "* ]]; }
 say() { printf '\n== %s\n' "$*"; }
 
 # ---------------------------------------------------------------- install
@@ -261,6 +268,46 @@ slot() { # TOOL RUN
     drop_repo "$t" rand
 }
 
+# The prune row: PRUNE_SNAPS snapshots of the corpus, each with a different
+# edit set (500 edited, 100 added, 100 deleted files; the same for every
+# tool), then forget all but the last 3 and free their space, timed as one
+# step: larder `forget --keep-last 3 --prune --keep-delete 0s` (delete at
+# once, as the others do; the default waits a day), restic `forget
+# --keep-last 3 --prune`, borg `prune --keep-last 3` then `compact`.
+cmd_forget_prune() {
+    case $1 in
+        larder) CMD=("$LARDER" -q forget --keep-last 3 --prune --keep-delete 0s) ;;
+        restic) CMD=(restic -q forget --keep-last 3 --prune) ;;
+        borg) CMD=(sh -c 'borg prune --keep-last 3 && borg compact') ;;
+    esac
+}
+prune_slot() { # TOOL RUN
+    local t=$1 r=$2 i
+    use_repo "$t" prune
+    drop_repo "$t" prune
+    tool_init "$t"
+    for ((i = 1; i <= PRUNE_SNAPS; i++)); do
+        python3 scripts/bench_data.py edit apply "$CORPUS" "$W/edit-save" "$SEED$i" >/dev/null
+        cmd_backup "$t" "p$i" "$CORPUS"
+        local rc=0
+        "${CMD[@]}" >"$T/out" 2>"$T/err" || rc=$?
+        # borg exits 1 for warnings only.
+        if [ "$rc" != 0 ] && ! { [ "$t" = borg ] && [ "$rc" = 1 ]; }; then
+            echo "bench.sh: prune setup backup $i of $t failed (exit $rc)" >&2; tail "$T/err" >&2; exit 1
+        fi
+        python3 scripts/bench_data.py edit revert "$CORPUS" "$W/edit-save"
+    done
+    rec sample prune_size_before "$t" "$r" "" "" "$(size_of "$(repo_dir "$t" prune)")" ""
+    cmd_forget_prune "$t"; measure prune "$t" "$r" "" ""
+    local after
+    after=$(size_of "$(repo_dir "$t" prune)")
+    rec sample prune_size_after "$t" "$r" "" "" "$after" ""
+    echo "  prune_size_after   $t run $r: $after bytes"
+    mapfile -t ids < <(snap_ids "$t")
+    [ "${#ids[@]}" = 3 ] || { echo "bench.sh: $t kept ${#ids[@]} snapshots, expected 3" >&2; exit 1; }
+    drop_repo "$t" prune
+}
+
 # ---------------------------------------------------------------- settings
 # jget EXPR: evaluates a Python expression over the JSON on stdin (as d).
 jget() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
@@ -288,7 +335,7 @@ for t in "${TOOLS[@]}"; do
 done
 
 # ---------------------------------------------------------------- runs
-for ((r = 1; r <= RUNS; r++)); do
+part main && for ((r = 1; r <= RUNS; r++)); do
     n=${#TOOLS[@]}
     order=()
     for ((i = 0; i < n; i++)); do order+=("${TOOLS[$(((i + r - 1) % n))]}"); done
@@ -312,7 +359,18 @@ for ((r = 1; r <= RUNS; r++)); do
     done < "$T/stages.txt"
 done
 
+# ---------------------------------------------------------------- prune
+part prune && for ((r = 1; r <= RUNS; r++)); do
+    n=${#TOOLS[@]}
+    order=()
+    for ((i = 0; i < n; i++)); do order+=("${TOOLS[$(((i + r - 1) % n))]}"); done
+    say "prune run $r of $RUNS: $PRUNE_SNAPS snapshots, then forget --keep-last 3 and prune: ${order[*]}"
+    meta prune_snapshots "$PRUNE_SNAPS"
+    for t in "${order[@]}"; do prune_slot "$t" "$r"; done
+done
+
 # ---------------------------------------------------------------- flatness
+if part flat; then
 SYN_TOTAL=$((SYN_SEG * SYN_BLOBS))
 say "flatness: larder with a fresh repository vs one with $SYN_TOTAL synthetic blobs"
 meta synth_blobs "$SYN_TOTAL"
@@ -341,10 +399,14 @@ for ((r = 1; r <= RUNS; r++)); do
         rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
         cmd_restore larder latest "$SHM/restore"; measure flat_restore larder "$r" "$CORPUS_BYTES" "$kind"
         rm -rf "$SHM/restore"
+        # Prune's mark phase over every blob (a dry run: the synthetic packs
+        # do not exist, so nothing may be deleted or repacked).
+        CMD=("$LARDER" -q prune --dry-run); measure flat_prune larder "$r" "" "$kind"
         drop_repo larder "$kind"
     done
 done
 rm -rf "$W/template-big"
+fi
 
 # ---------------------------------------------------------------- table
 (cd "$OUT" && sha256sum raw.csv > raw.sha256)

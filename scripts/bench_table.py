@@ -103,6 +103,7 @@ ROWS = [
     ("snapshots", "open: `snapshots` (KDF included)", "time"),
     ("rand_backup", "{rand} random file: first backup", "rate"),
     ("rand_edit_backup", "{rand} random file: backup after 100 × 1 KiB edits", "time"),
+    ("prune", "{prune} snapshots: forget all but the last 3 and free their space", "time"),
 ]
 
 
@@ -219,7 +220,7 @@ def render(d):
             else:
                 e2e, work = speedup(d, name, o)
                 cells.append(f"{fmt_x(e2e)} / {fmt_x(work)}")
-        label = label.replace("{rand}", rand_label)
+        label = label.replace("{rand}", rand_label).replace("{prune}", m.get("prune_snapshots", "30"))
         w(f"| {label} | " + " | ".join(cells) + " |")
     # Sizes.
     if any(repo_ratio(d, t) is not None for t in tools):
@@ -240,6 +241,15 @@ def render(d):
             a, b = rand_added(d, "larder"), rand_added(d, o)
             cells.append("n/a" if a is None or not b else f"size ratio {a / b:.2f}")
         w(f"| {rand_label} random file, 100 scattered 1 KiB edits: bytes added | " + " | ".join(cells) + " |")
+    if any(d.has("prune_size_after", t) for t in tools):
+        cells = []
+        for t in tools:
+            b, a = d.nbytes("prune_size_before", t), d.nbytes("prune_size_after", t)
+            cells.append("—" if not a or not b else f"{fmt_mib(med(b))} → {fmt_mib(med(a))}")
+        for o in others:
+            a, b = d.nbytes("prune_size_after", "larder"), d.nbytes("prune_size_after", o)
+            cells.append("n/a" if not a or not b else f"size ratio {med(a) / med(b):.2f}")
+        w("| repository size before → after the prune | " + " | ".join(cells) + " |")
     w("")
     cp = d.walls("cp_disk", "cp")
     if cp:
@@ -299,13 +309,14 @@ def render(d):
         w("")
         w("| | fresh | big index | ratio |")
         w("|---|---|---|---|")
-        for name, label in [("flat_backup", "cold backup peak RSS"), ("flat_restore", "restore peak RSS")]:
+        for name, label in [("flat_backup", "cold backup peak RSS"), ("flat_restore", "restore peak RSS"),
+                            ("flat_prune", "prune (`--dry-run`: marks every blob) peak RSS")]:
             fr = [int(r["rss_kib"]) for r in d.samples.get((name, "larder"), []) if r["value"] == "fresh"]
             bg = [int(r["rss_kib"]) for r in d.samples.get((name, "larder"), []) if r["value"] == "big"]
             if fr and bg:
                 w(f"| {label} | {med(fr) / 1024:.0f} MiB | {med(bg) / 1024:.0f} MiB | {med(bg) / med(fr):.2f} |")
         for name, label in [("flat_backup", "cold backup time"), ("flat_restore", "restore time"),
-                            ("flat_open", "open (`snapshots`)")]:
+                            ("flat_prune", "prune (`--dry-run`) time"), ("flat_open", "open (`snapshots`)")]:
             fr = [float(r["wall_s"]) for r in d.samples.get((name, "larder"), []) if r["value"] == "fresh"]
             bg = [float(r["wall_s"]) for r in d.samples.get((name, "larder"), []) if r["value"] == "big"]
             if fr and bg:
@@ -375,6 +386,28 @@ def render(d):
             sw = "n/a" if share_w is None else f"{share_w * 100:.0f} %"
             w(f"| cold backup ≥ 75 % of the machine's limit | work {sw}, end to end {share * 100:.0f} % | "
               f"{verdict(None if share_w is None else share_w >= 0.75)} |")
+        w("")
+    if "larder" in tools and "restic" in tools and d.has("prune", "larder"):
+        w("## Targets of issue 11 (prune)")
+        w("")
+        w("| target | measured | verdict |")
+        w("|---|---|---|")
+        e2e, work = speedup(d, "prune", "restic")
+        ok = None if e2e is None else e2e >= 2
+        w(f"| forget + prune ≥ 2× restic's speed | end to end {fmt_x(e2e)}, work {fmt_x(work)} | {verdict(ok)} |")
+        la, re_ = d.rss("prune", "larder"), d.rss("prune", "restic")
+        if la and re_:
+            r = med(la) / med(re_)
+            w(f"| prune peak RSS ≤ ½ restic's | {med(la) / 1024:.0f} MiB vs {med(re_) / 1024:.0f} MiB ({r:.2f}×) | {verdict(r <= 0.5)} |")
+        for o in [t for t in tools if t != "larder"]:
+            a, b = d.nbytes("prune_size_after", "larder"), d.nbytes("prune_size_after", o)
+            if a and b:
+                w(f"| repository after prune no larger than {o}'s | {fmt_mib(med(a))} vs {fmt_mib(med(b))} | {verdict(med(a) <= med(b))} |")
+        fr = [int(r["rss_kib"]) for r in d.samples.get(("flat_prune", "larder"), []) if r["value"] == "fresh"]
+        bg = [int(r["rss_kib"]) for r in d.samples.get(("flat_prune", "larder"), []) if r["value"] == "big"]
+        if fr and bg:
+            r = med(bg) / med(fr)
+            w(f"| prune with {m.get('synth_blobs', '?')} blobs: RSS ≤ 1.2× the small repository's | {r:.2f}× | {verdict(r <= 1.2)} |")
         w("")
     w(f"Raw samples: `raw.csv` (SHA-256 in `raw.sha256`); this table is generated from them by "
       "`scripts/bench_table.py` and checked by `tests/it/bench_table.rs`.")

@@ -59,7 +59,7 @@ impl CheckReport {
 
 /// Runs the checks, under a shared lock.
 pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
-    let _lock = repo.lock_shared()?;
+    let _lock = repo.lock_for_reading()?;
     let mut r = CheckReport::default();
     check_keys(repo, &mut r)?;
     check_index(repo, &mut r)?;

@@ -42,6 +42,10 @@ pub struct Global {
     /// are recorded instead of refused.
     #[arg(long, env = "LARDER_ACCEPT_REPOSITORY_CHANGE", global = true)]
     pub accept_repository_change: bool,
+    /// Do not lock the repository in commands that only read (restore,
+    /// check, stats): for read-only or full storage. Unsafe beside a prune.
+    #[arg(long, global = true)]
+    pub no_lock: bool,
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
     pub json: bool,
@@ -137,6 +141,7 @@ impl Global {
             eprintln!("warning: {}", super::output::safe(w));
         }
         let repo = repo?;
+        repo.set_lock_readers(!self.no_lock);
         self.known_repositories().verify(
             &self.location()?,
             &repo.identity(),

@@ -179,7 +179,7 @@ pub fn snapshot_stats(
     snaps: &[(Id, Snapshot)],
     mode: Mode,
 ) -> Result<SnapshotStats> {
-    let _lock = repo.lock_shared()?;
+    let _lock = repo.lock_for_reading()?;
     let mut st = SnapshotStats {
         snapshots_count: snaps.len() as u64,
         ..Default::default()
@@ -260,7 +260,7 @@ fn roots(snaps: &[(Id, Snapshot)]) -> Vec<(Id, String)> {
 /// The repository's totals over every snapshot and the whole index, under
 /// a shared lock.
 pub fn repository_stats(repo: &Repository) -> Result<RepositoryStats> {
-    let _lock = repo.lock_shared()?;
+    let _lock = repo.lock_for_reading()?;
     let (snaps, bad) = snapshot::list(repo, &Filter::default())?;
     if let Some(e) = bad.into_iter().next() {
         // Blobs an unreadable snapshot uses would look unused.

@@ -23,6 +23,7 @@ use crate::object::{self, ObjectType};
 use crate::pack::{self, BlobType};
 use crate::tree::Tree;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// An open repository.
@@ -36,6 +37,9 @@ pub struct Repository {
     /// Index segments skipped at open (see [`Repository::index_problems`]).
     index_problems: Vec<String>,
     cache_dir: PathBuf,
+    /// Whether commands that only read take a shared lock (see
+    /// [`Repository::lock_for_reading`]).
+    lock_readers: AtomicBool,
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/larder` or `~/.cache/larder`.
@@ -132,6 +136,7 @@ impl Repository {
             index: Mutex::new(index),
             index_problems: synced.bad,
             cache_dir: dir,
+            lock_readers: AtomicBool::new(true),
         })
     }
 
@@ -246,6 +251,31 @@ impl Repository {
         )
     }
 
+    /// Lets commands that only read run without a lock (`--no-lock`, as
+    /// restic's): for storage that cannot be written (a read-only mount, a
+    /// full disk). Such a reader is not protected from a prune that deletes
+    /// what it reads; it never affects anyone else. Writers always lock.
+    pub fn set_lock_readers(&self, on: bool) {
+        self.lock_readers.store(on, Ordering::Relaxed);
+    }
+
+    /// The lock of a command that only reads (restore, check, stats): a
+    /// shared lock, or none after [`Repository::set_lock_readers`]`(false)`.
+    /// When the lock cannot be written because the storage is read-only or
+    /// full, the error says so and how to read without one.
+    pub fn lock_for_reading(&self) -> Result<Option<LockGuard>> {
+        if !self.lock_readers.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        match self.lock_shared() {
+            Ok(g) => Ok(Some(g)),
+            Err(e) if storage_refuses_writes(&e) => Err(Error::Usage(format!(
+                "{e}\ncannot take a lock: the repository's storage refuses writes; to read it anyway, run again with --no-lock (nothing is written then, and a prune running meanwhile could delete what is being read)"
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Takes an exclusive lock (operations that delete what others may
     /// read). Released when the guard drops.
     pub fn lock_exclusive(&self) -> Result<LockGuard> {
@@ -343,4 +373,22 @@ impl Repository {
             .read_range(Kind::Pack, &name, off, hlen as u64)?;
         pack::open_header(&self.keys, &what, &sealed, off)
     }
+}
+
+/// Whether `e` says the storage cannot be written at all: read-only, full,
+/// over quota, or not writable by this user.
+fn storage_refuses_writes(e: &Error) -> bool {
+    let io = match e {
+        Error::Io { source, .. } | Error::Backend { source, .. } => source,
+        _ => return false,
+    };
+    matches!(
+        io.raw_os_error(),
+        Some(libc::EROFS | libc::ENOSPC | libc::EDQUOT | libc::EACCES | libc::EPERM)
+    ) || matches!(
+        io.kind(),
+        std::io::ErrorKind::ReadOnlyFilesystem
+            | std::io::ErrorKind::StorageFull
+            | std::io::ErrorKind::PermissionDenied
+    )
 }

@@ -80,7 +80,7 @@ pub fn restore(
     sub: Option<&str>,
     opts: &RestoreOptions,
 ) -> Result<RestoreReport> {
-    let _lock = repo.lock_shared()?;
+    let _lock = repo.lock_for_reading()?;
     let root = match sub {
         Some(s) => crate::walker::tree_at(repo, snap.tree, s)?,
         None => snap.tree,

@@ -615,3 +615,138 @@ fn larders_own_directories_are_never_backed_up() {
     );
     assert!(listed.contains(&rel(&home.join("notes.txt"))), "{listed}");
 }
+
+/// A read-only view of a directory: a read-only bind mount as root, or the
+/// directory's write bits removed otherwise; undone on drop.
+struct ReadOnlyView {
+    path: std::path::PathBuf,
+    mounted: bool,
+}
+
+impl ReadOnlyView {
+    fn of(src: &Path, at: &Path) -> Result<ReadOnlyView, String> {
+        let root = nix::unistd::Uid::effective().is_root();
+        if !root {
+            copy_dir(src, at);
+            set_writable(at, false);
+            return Ok(ReadOnlyView {
+                path: at.to_path_buf(),
+                mounted: false,
+            });
+        }
+        fs::create_dir_all(at).unwrap();
+        let ok = |args: &[&str]| {
+            Command::new("mount")
+                .args(args)
+                .stderr(Stdio::piped())
+                .output()
+                .map_err(|e| format!("cannot run mount: {e}"))
+                .and_then(|o| {
+                    o.status.success().then_some(()).ok_or_else(|| {
+                        format!("mount {args:?}: {}", String::from_utf8_lossy(&o.stderr))
+                    })
+                })
+        };
+        ok(&["--bind", path_str(src), path_str(at)])?;
+        let view = ReadOnlyView {
+            path: at.to_path_buf(),
+            mounted: true,
+        };
+        ok(&["-o", "remount,bind,ro", path_str(at)])?;
+        Ok(view)
+    }
+}
+
+impl Drop for ReadOnlyView {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+        } else {
+            set_writable(&self.path, true);
+        }
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for e in walkdir::WalkDir::new(from) {
+        let e = e.unwrap();
+        let dest = to.join(e.path().strip_prefix(from).unwrap());
+        if e.file_type().is_dir() {
+            fs::create_dir_all(&dest).unwrap();
+        } else {
+            fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+fn set_writable(root: &Path, on: bool) {
+    use std::os::unix::fs::PermissionsExt;
+    for e in walkdir::WalkDir::new(root).contents_first(!on) {
+        let e = e.unwrap();
+        if e.file_type().is_dir() {
+            let mode = if on { 0o755 } else { 0o555 };
+            fs::set_permissions(e.path(), fs::Permissions::from_mode(mode)).unwrap();
+        }
+    }
+}
+
+/// Readers on storage that refuses writes (a read-only mount): `restore`,
+/// `check` and `stats` fail at their lock with an error that names the
+/// cause and `--no-lock`; with `--no-lock` they work and write nothing;
+/// `backup` stays refused.
+#[test]
+fn read_only_repository_reads_with_no_lock() {
+    let t = cli_repo();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    make_tree(&src);
+    backup_json(&t, &src, 0);
+    let view = match ReadOnlyView::of(&t.repo_path(), &base.path().join("ro")) {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!("skipped: no read-only view of the repository: {why}");
+            return;
+        }
+    };
+    let before = walkdir::WalkDir::new(&view.path).into_iter().count();
+    let cache = base.path().join("ro-cache");
+    let dest = base.path().join("out");
+    let spec = format!("latest:{}", path_str(&src));
+
+    let restore = ["restore", spec.as_str(), "--target", path_str(&dest)];
+    let (_, err) = cli(&view.path, &cache, &restore, 1);
+    assert!(err.contains("--no-lock"), "no hint: {err}");
+    assert!(err.contains("locks"), "the lock object is not named: {err}");
+
+    let mut with = vec!["--no-lock"];
+    with.extend_from_slice(&restore);
+    cli(&view.path, &cache, &with, 0);
+    assert_same_tree(&src, &dest);
+    let (out, err) = cli(
+        &view.path,
+        &cache,
+        &["--no-lock", "check", "--read-data"],
+        0,
+    );
+    assert!(out.contains("no errors were found"), "{out}{err}");
+    let (out, _) = cli(&view.path, &cache, &["--no-lock", "--json", "stats"], 0);
+    assert!(out.contains("total_size"), "{out}");
+    cli(&view.path, &cache, &["check"], 1);
+
+    // A writer does not get to skip its lock.
+    let (_, err) = cli(
+        &view.path,
+        &cache,
+        &["--no-lock", "backup", path_str(&src)],
+        1,
+    );
+    assert!(
+        err.contains("repository object") || err.contains(path_str(&view.path)),
+        "{err}"
+    );
+    assert_eq!(
+        walkdir::WalkDir::new(&view.path).into_iter().count(),
+        before,
+        "nothing was written"
+    );
+}
