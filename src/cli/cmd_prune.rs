@@ -27,7 +27,8 @@ pub struct Args {
 #[derive(clap::Args, Debug, Clone)]
 pub struct PruneFlags {
     /// Tolerate this much unused data before repacking partly used packs:
-    /// a share of the repository (`5%`), a size (`100M`) or `unlimited`.
+    /// a share of the repository after the prune (`5%`), a size (`100M`)
+    /// or `unlimited`.
     #[arg(long, default_value = "5%", value_name = "LIMIT")]
     pub max_unused: String,
     /// Repack at most this many bytes of packs per run (`1G`).

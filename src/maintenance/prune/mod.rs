@@ -65,10 +65,13 @@ impl MaxUnused {
             .map_err(|e| Error::Usage(format!("--max-unused {s:?}: {e}")))
     }
 
-    /// The limit in bytes for a repository of `total` bytes.
-    fn of(self, total: u64) -> u64 {
+    /// The unused bytes allowed beside `used` bytes of used data, as
+    /// restic counts it: a percentage is of the repository after the prune
+    /// (used + unused), so `p %` allows `used × p / (100 − p)` unused bytes.
+    fn allowed_beside(self, used: u64) -> u64 {
         match self {
-            MaxUnused::Percent(p) => (total as f64 * p / 100.0) as u64,
+            MaxUnused::Percent(p) if p >= 100.0 => u64::MAX,
+            MaxUnused::Percent(p) => (used as f64 * p / (100.0 - p)) as u64,
             MaxUnused::Bytes(b) => b,
             MaxUnused::Unlimited => u64::MAX,
         }
@@ -303,7 +306,6 @@ fn decide(
     let mut plan = MarkPlan::default();
     let mut unused = Vec::new();
     let mut partly: Vec<&PackUsage> = Vec::new();
-    let mut kept_size = 0u64;
     for p in packs {
         if p.marked {
             plan.already_marked.add(p.size);
@@ -314,19 +316,19 @@ fn decide(
                 size: p.size,
             });
         } else {
-            kept_size += p.size;
             partly.push(p);
         }
     }
     // restic's rule: repack the most wasteful packs until the unused data
-    // left is within --max-unused of the repository's size.
+    // left is within --max-unused of the repository's size after the prune.
     partly.sort_by(|a, b| {
         let fa = a.unused_bytes() as f64 / a.size.max(1) as f64;
         let fb = b.unused_bytes() as f64 / b.size.max(1) as f64;
         fb.total_cmp(&fa).then(a.id.cmp(&b.id))
     });
     let mut unused_left: u64 = partly.iter().map(|p| p.unused_bytes()).sum();
-    let limit = opts.max_unused.of(kept_size);
+    let used: u64 = partly.iter().map(|p| p.used_bytes).sum();
+    let limit = opts.max_unused.allowed_beside(used);
     let budget = opts.max_repack_size.unwrap_or(u64::MAX);
     let small = (repo.config().pack_size as u64) * 4 / 5;
     let mut repack = Vec::new();
@@ -358,4 +360,20 @@ fn decide(
         repack.clear();
     }
     (plan, unused, repack)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MaxUnused;
+
+    #[test]
+    fn max_unused_is_a_share_of_the_repository_after_the_prune() {
+        // 5 % of what remains: 95 bytes used allow 5 unused (5 of 100).
+        assert_eq!(MaxUnused::Percent(5.0).allowed_beside(95), 5);
+        assert_eq!(MaxUnused::Percent(50.0).allowed_beside(1000), 1000);
+        assert_eq!(MaxUnused::Percent(0.0).allowed_beside(1000), 0);
+        assert_eq!(MaxUnused::Percent(100.0).allowed_beside(1), u64::MAX);
+        assert_eq!(MaxUnused::Bytes(7).allowed_beside(1 << 40), 7);
+        assert_eq!(MaxUnused::Unlimited.allowed_beside(0), u64::MAX);
+    }
 }
