@@ -2,7 +2,7 @@
 //! from: `scripts/bench_table.py` regenerates each committed `table.md` from
 //! its `raw.csv`, byte for byte, and `raw.csv` matches its `raw.sha256`.
 //! The committed fixture (`bench/fixture/`) is always checked, so the test is
-//! never vacuous; the newest `bench/results/<date>/` is checked when present.
+//! never vacuous; every committed `bench/results/<date>/` is checked.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,7 +85,7 @@ fn fixture_table_regenerates_from_its_samples() {
 }
 
 #[test]
-fn newest_committed_results_regenerate_from_their_samples() {
+fn committed_results_regenerate_from_their_samples() {
     let results = root().join("bench/results");
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&results)
         .map(|rd| {
@@ -95,10 +95,12 @@ fn newest_committed_results_regenerate_from_their_samples() {
         })
         .unwrap_or_default();
     dirs.sort();
-    match dirs.last() {
-        Some(newest) => check_dir(newest),
+    if dirs.is_empty() {
         // No results committed yet: the fixture test above still runs the
         // script end to end.
-        None => check_dir(&root().join("bench/fixture")),
+        dirs.push(root().join("bench/fixture"));
+    }
+    for dir in &dirs {
+        check_dir(dir);
     }
 }
