@@ -14,6 +14,7 @@ mod prune;
 mod repair_snapshots;
 mod repo_core;
 mod safety;
+mod schedule;
 mod stats;
 mod support;
 mod untrusted;
