@@ -9,8 +9,10 @@
 //! FIFOs, devices and directories without opening or following them).
 
 mod local;
+mod sftp;
 
 pub use local::LocalBackend;
+pub use sftp::{SftpBackend, SftpTarget};
 
 use crate::error::{Error, Result};
 use std::io::{Read, Write};

@@ -2,7 +2,7 @@
 //! backend, the cache directory, and the credential (passphrase from the
 //! environment, a file, a command or a prompt; or an age identity).
 
-use crate::backend::LocalBackend;
+use crate::backend::{Backend, LocalBackend, SftpBackend};
 use crate::error::{Error, Result};
 use crate::keys::{
     Credential, DEFAULT_WORK_FACTOR, INSECURE_TEST_KDF_VAR, NewKey, check_new_work_factor,
@@ -63,8 +63,21 @@ impl Global {
     }
 
     /// The storage backend for the repository location.
-    pub fn backend(&self) -> Result<Arc<LocalBackend>> {
+    pub fn backend(&self) -> Result<Arc<dyn Backend>> {
+        // SFTP hook (branch `sftp`): `sftp:[user@]host:/path`. To be folded
+        // into the repository-string parser of src/backend/location.rs.
+        if let Some(spec) = self.sftp_spec()? {
+            return Ok(Arc::new(SftpBackend::open(&spec)?));
+        }
         Ok(Arc::new(LocalBackend::new(self.repo_path()?)))
+    }
+
+    /// The part after `sftp:` of an SFTP repository string (SFTP hook).
+    fn sftp_spec(&self) -> Result<Option<String>> {
+        let p = self.repo_path()?;
+        Ok(p.to_str()
+            .and_then(|s| s.strip_prefix("sftp:"))
+            .map(str::to_string))
     }
 
     /// The cache directory in force.
@@ -159,6 +172,10 @@ impl Global {
     /// path, so the same repository reached from another directory is the
     /// same entry.
     pub fn location(&self) -> Result<String> {
+        if let Some(spec) = self.sftp_spec()? {
+            // SFTP hook: the normalised target, not a local path.
+            return Ok(crate::backend::SftpTarget::parse(&spec)?.to_string());
+        }
         let p = self.repo_path()?;
         let abs = std::path::absolute(&p).map_err(|e| Error::io(&p, e))?;
         Ok(abs.display().to_string())
