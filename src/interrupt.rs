@@ -34,14 +34,29 @@ pub fn check() -> Result<()> {
     }
 }
 
+/// The process-wide flag itself, to share with code that waits on its own
+/// terms (the scheduler's stop flag wraps it, so one SIGTERM stops both a
+/// wait between runs and the library operation in progress).
+pub fn shared_flag() -> Arc<AtomicBool> {
+    flag().clone()
+}
+
 /// Makes SIGINT and SIGTERM request a stop; a second one while the first
-/// is being honoured exits at once with code 130.
+/// is being honoured exits at once with code 130. Installs the handlers
+/// once per process: later calls do nothing (so a command may call it and
+/// then call library code that calls it again).
 pub fn install_handlers() -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    for sig in [SIGINT, SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(sig, 130, flag().clone())
-            .and_then(|_| signal_hook::flag::register(sig, flag().clone()))
-            .map_err(|e| Error::internal(format!("cannot install a signal handler: {e}")))?;
-    }
-    Ok(())
+    static INSTALLED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            for sig in [SIGINT, SIGTERM] {
+                signal_hook::flag::register_conditional_shutdown(sig, 130, flag().clone())
+                    .and_then(|_| signal_hook::flag::register(sig, flag().clone()))
+                    .map_err(|e| format!("cannot install a signal handler: {e}"))?;
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(Error::internal)
 }

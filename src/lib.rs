@@ -16,6 +16,7 @@
 //! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait) |
 //! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`check`], [`schedule`] (profiles and periodic runs) |
 //! | maintenance | [`maintenance`] (the operations that delete or rewrite repository contents: `forget` with the policies of [`retention`], `prune`, `repair snapshots`, `stats`; the used-blob set they share) |
+//! | scheduled runs' repository work | [`repo_steps`] (the schedule's steps over archiver, maintenance and check; [`repo_steps::open`] is where other backends plug in) |
 //! | the command line | [`cli`] (one handler per command; terminal output) |
 //!
 //! Where new work lands: object stores as implementations of
@@ -44,6 +45,7 @@ pub mod object;
 pub mod pack;
 pub mod packer;
 pub mod progress;
+pub mod repo_steps;
 pub mod repository;
 pub mod restorer;
 pub mod retention;

@@ -46,6 +46,10 @@ pub struct Global {
     /// check, stats): for read-only or full storage. Unsafe beside a prune.
     #[arg(long, global = true)]
     pub no_lock: bool,
+    /// The profiles file of `run`, `schedule`, `daemon` and `config`
+    /// (else $LARDER_CONFIG, else ~/.config/larder/larder.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Print machine-readable JSON.
     #[arg(long, global = true)]
     pub json: bool,

@@ -6,6 +6,8 @@
 mod cmd_backup;
 mod cmd_cat;
 mod cmd_check;
+mod cmd_config;
+mod cmd_daemon;
 mod cmd_diff;
 mod cmd_forget;
 mod cmd_init;
@@ -14,12 +16,15 @@ mod cmd_ls;
 mod cmd_prune;
 mod cmd_repair;
 mod cmd_restore;
+mod cmd_run;
+mod cmd_schedule;
 mod cmd_snapshots;
 mod cmd_stats;
 mod cmd_unlock;
 mod filter;
 mod global;
 mod output;
+mod profiles;
 mod progress;
 
 pub use global::Global;
@@ -56,6 +61,11 @@ enum Command {
     Cat(cmd_cat::Args),
     Prune(cmd_prune::Args),
     Unlock(cmd_unlock::Args),
+    /// Validate the scheduled-backup profiles.
+    Config(cmd_config::Args),
+    Run(cmd_run::Args),
+    Schedule(cmd_schedule::Args),
+    Daemon(cmd_daemon::Args),
 }
 
 /// Parses the process arguments, runs the command and returns the exit code.
@@ -93,5 +103,9 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Cat(a) => cmd_cat::run(g, a),
         Command::Prune(a) => cmd_prune::run(g, a),
         Command::Unlock(a) => cmd_unlock::run(g, a),
+        Command::Config(a) => cmd_config::run(g, a),
+        Command::Run(a) => cmd_run::run(g, a),
+        Command::Schedule(a) => cmd_schedule::run(g, a),
+        Command::Daemon(a) => cmd_daemon::run(g, a),
     }
 }

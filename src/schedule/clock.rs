@@ -77,6 +77,18 @@ impl StopFlag {
         Self::default()
     }
 
+    /// A flag backed by `flag` (normally [`crate::interrupt::shared_flag`]):
+    /// set when a signal handler stores `true` to it.
+    pub fn from_atomic(flag: Arc<AtomicBool>) -> Self {
+        StopFlag {
+            inner: Arc::new(StopInner {
+                flag,
+                lock: Mutex::new(()),
+                cond: Condvar::new(),
+            }),
+        }
+    }
+
     /// Sets the flag and wakes every waiter.
     pub fn request(&self) {
         self.inner.flag.store(true, Ordering::SeqCst);

@@ -5,7 +5,9 @@
 //! - A failing `before` hook stops the run: no step runs, the run fails.
 //! - A failed step skips every later step. Transient failures are retried
 //!   with backoff first (see [`super::retry`]).
-//! - A stop request (SIGTERM) is honoured between steps: the rest are
+//! - A stop request (SIGTERM) is honoured between steps (and a step that
+//!   fails once a stop was requested, as a backup unwinding with
+//!   `Interrupted` does, counts as stopped, not failed): the rest are
 //!   skipped, the run is recorded as interrupted (exit code 130), the
 //!   `after` hook still runs (it usually undoes what `before` did), the
 //!   `on-success`/`on-failure` hooks do not.
@@ -294,6 +296,14 @@ impl Cycle<'_> {
                 self.bytes_added += report.bytes_added;
                 self.record(name, StepStatus::Ok, report.message, started, attempts);
                 true
+            }
+            Err(f) if self.ctx.stop.is_set() => {
+                // The step gave up because a stop was requested (the library
+                // unwinds with `Interrupted`): the run is interrupted, not failed.
+                let message = format!("{name} stopped by request: {}", f.message);
+                self.record(name, StepStatus::Failed, message, started, attempts);
+                self.interrupted = true;
+                false
             }
             Err(f) => {
                 let tries = if attempts > 1 {

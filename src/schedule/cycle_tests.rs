@@ -358,6 +358,44 @@ fn a_stop_request_interrupts_between_steps() {
     assert!(h.last_finished.is_none());
 }
 
+/// Steps whose backup unwinds as the library does on SIGTERM.
+struct StoppedMidBackup(StopFlag);
+
+impl Steps for StoppedMidBackup {
+    fn backup(&mut self, _: &Profile) -> StepResult {
+        self.0.request();
+        Err(StepFailure::from(crate::error::Error::Interrupted))
+    }
+    fn forget(&mut self, _: &Profile) -> StepResult {
+        panic!("forget after a stop")
+    }
+    fn prune(&mut self, _: &Profile) -> StepResult {
+        panic!("prune after a stop")
+    }
+    fn check(&mut self, _: &Profile) -> StepResult {
+        panic!("check after a stop")
+    }
+}
+
+#[test]
+fn a_step_stopped_mid_way_makes_the_run_interrupted_not_failed() {
+    let bed = Bed::new();
+    let p = bed.profile(&format!(
+        "keep-last = 3\non-failure = \"touch {}\"",
+        bed.dir().join("failure").display()
+    ));
+    let s = run_cycle(&bed.ctx(), &p, &mut StoppedMidBackup(bed.stop.clone())).unwrap();
+    assert_eq!(
+        (s.result, s.exit_code),
+        (RunResult::Interrupted, EXIT_INTERRUPTED)
+    );
+    assert_eq!(s.error.as_deref(), Some("stopped by request"));
+    assert!(s.steps[0].message.contains("stopped by request"), "{s:?}");
+    assert!(bed.read("failure").is_none());
+    let h = bed.records.history("p").unwrap();
+    assert_eq!(h.last_run.unwrap().result, RunResult::Interrupted);
+}
+
 #[test]
 fn a_failing_after_hook_fails_the_run() {
     let bed = Bed::new();

@@ -15,6 +15,7 @@ mod remote_sftp;
 mod repair_snapshots;
 mod repo_core;
 mod safety;
+mod schedule;
 mod stats;
 mod support;
 mod untrusted;

@@ -1,0 +1,316 @@
+//! The repository work of a scheduled run: [`RepoSteps`] implements the
+//! schedule's [`Steps`] with the real library calls (backup, forget with
+//! the profile's retention, prune, a check reading the profile's subset),
+//! against the profile's own repository and credentials. [`open`] is the
+//! one place a profile's repository location becomes an open repository:
+//! only local directories today; other backends plug in there.
+//!
+//! It sits below [`crate::maintenance`] (it calls forget and prune) and
+//! above the CLI, which only builds a [`RepoSteps`] and hands it to the
+//! run cycle or the daemon.
+
+use crate::archiver::{self, BackupOptions};
+use crate::backend::LocalBackend;
+use crate::check::rotation::DataSubset;
+use crate::check::{self, CheckOptions};
+use crate::error::{Error, Result};
+use crate::keys::Credential as KeyCredential;
+use crate::maintenance::forget::{ForgetOptions, forget};
+use crate::maintenance::prune::{self, PruneOptions};
+use crate::progress::NoProgress;
+use crate::repository::Repository;
+use crate::repository::trust::KnownRepositories;
+use crate::retention::{Count, Duration, GroupBy, Policy, TagList};
+use crate::schedule::profile::{Credential, Profile, Retention};
+use crate::schedule::steps::{StepFailure, StepReport, StepResult, Steps};
+use crate::schedule::values::CheckSubset;
+use crate::snapshot::Filter;
+use age::secrecy::SecretString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Where a run keeps what is not in the repository.
+#[derive(Clone, Debug)]
+pub struct Dirs {
+    /// The local index cache.
+    pub cache: PathBuf,
+    /// larder's state directory (known repositories live there).
+    pub state: PathBuf,
+}
+
+/// Opens the profile's repository with its own credential, and checks it
+/// is the repository this user opened at this location before. Returns
+/// the repository and the warnings opening it produced.
+pub fn open(profile: &Profile, dirs: &Dirs) -> Result<(Repository, Vec<String>)> {
+    let location = &profile.repository;
+    if let Some((scheme, _)) = location.split_once(':')
+        && !scheme.contains('/')
+        && scheme.len() > 1
+    {
+        return Err(profile.error_at(
+            "repository",
+            format!("{location}: only local repositories (a directory path) are supported for now"),
+        ));
+    }
+    let path = std::path::absolute(location).map_err(|e| Error::io(Path::new(location), e))?;
+    let cred = credential(profile)?;
+    let mut warnings = Vec::new();
+    let repo = Repository::open_reporting(
+        Arc::new(LocalBackend::new(&path)),
+        &cred,
+        &dirs.cache,
+        &mut warnings,
+    )?;
+    warnings.extend(repo.index_problems().iter().cloned());
+    repo.set_lock_readers(true);
+    KnownRepositories::in_dir(&dirs.state).verify(
+        &path.display().to_string(),
+        &repo.identity(),
+        false,
+    )?;
+    Ok((repo, warnings))
+}
+
+/// The key material the profile's credential source gives.
+fn credential(profile: &Profile) -> Result<KeyCredential> {
+    match &profile.credential {
+        Credential::IdentityFile(f) => KeyCredential::identity_file(f),
+        Credential::PasswordFile(f) => {
+            let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
+            Ok(first_line(&text))
+        }
+        Credential::PasswordCommand(cmd) => {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .map_err(|e| {
+                    profile.error_at("password-command", format!("password command: {e}"))
+                })?;
+            if !out.status.success() {
+                return Err(profile.error_at(
+                    "password-command",
+                    format!("the password command failed ({})", out.status),
+                ));
+            }
+            Ok(first_line(&String::from_utf8_lossy(&out.stdout)))
+        }
+    }
+}
+
+fn first_line(text: &str) -> KeyCredential {
+    KeyCredential::Passphrase(SecretString::from(
+        text.lines().next().unwrap_or("").to_string(),
+    ))
+}
+
+/// The real steps of a run: the repository is opened on the first step
+/// (so an error opening it is a recorded, failed backup step) and kept
+/// for the later ones.
+pub struct RepoSteps {
+    dirs: Dirs,
+    repo: Option<Repository>,
+}
+
+impl RepoSteps {
+    /// Steps that will open each profile's repository with `dirs`.
+    pub fn new(dirs: Dirs) -> Self {
+        RepoSteps { dirs, repo: None }
+    }
+
+    fn repo(&mut self, profile: &Profile) -> std::result::Result<&Repository, StepFailure> {
+        if self.repo.is_none() {
+            let (repo, _warnings) = open(profile, &self.dirs).map_err(StepFailure::from)?;
+            self.repo = Some(repo);
+        }
+        self.repo
+            .as_ref()
+            .ok_or_else(|| StepFailure::permanent("the repository is not open", 1))
+    }
+}
+
+/// The profile's backup options (exclude files read now).
+pub fn backup_options(profile: &Profile) -> Result<BackupOptions> {
+    let b = &profile.backup;
+    let mut excludes = b.exclude.clone();
+    for f in &b.exclude_file {
+        let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
+        excludes.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+    }
+    Ok(BackupOptions {
+        paths: profile.paths.clone(),
+        excludes,
+        exclude_if_present: b.exclude_if_present.clone(),
+        exclude_caches: b.exclude_caches,
+        one_file_system: b.one_file_system,
+        tags: b.tags.clone(),
+        host: b.host.clone(),
+        ..BackupOptions::default()
+    })
+}
+
+/// The retention policy of a profile.
+pub fn policy(r: &Retention) -> Result<Policy> {
+    let count = |v: Option<i64>| v.map_or(Ok(Count::Off), |n| Count::parse(&n.to_string()));
+    let within = |v: &Option<String>| {
+        v.as_deref()
+            .map_or(Ok(Duration::default()), Duration::parse)
+    };
+    Ok(Policy {
+        last: count(r.keep_last)?,
+        hourly: count(r.keep_hourly)?,
+        daily: count(r.keep_daily)?,
+        weekly: count(r.keep_weekly)?,
+        monthly: count(r.keep_monthly)?,
+        yearly: count(r.keep_yearly)?,
+        within: within(&r.keep_within)?,
+        within_hourly: within(&r.keep_within_hourly)?,
+        within_daily: within(&r.keep_within_daily)?,
+        within_weekly: within(&r.keep_within_weekly)?,
+        within_monthly: within(&r.keep_within_monthly)?,
+        within_yearly: within(&r.keep_within_yearly)?,
+        tags: r.keep_tag.iter().map(|t| TagList::parse(t)).collect(),
+    })
+}
+
+/// The snapshots a profile's retention applies to: its host's (the
+/// profile's `host`, else this machine's) with its paths and tags, so two
+/// profiles sharing a repository never forget each other's snapshots.
+fn own_snapshots(profile: &Profile) -> Result<Filter> {
+    let paths = profile
+        .paths
+        .iter()
+        .map(|p| crate::localfs::absolute(p).map(|a| a.to_string_lossy().into_owned()))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Filter {
+        hosts: vec![
+            profile
+                .backup
+                .host
+                .clone()
+                .unwrap_or_else(crate::host::hostname),
+        ],
+        tags: profile.backup.tags.clone(),
+        paths,
+    })
+}
+
+/// "first; second (and 3 more)".
+fn some_of(list: &[String]) -> String {
+    let shown: Vec<&str> = list.iter().take(3).map(String::as_str).collect();
+    let more = list.len().saturating_sub(shown.len());
+    if more > 0 {
+        format!("{} (and {more} more)", shown.join("; "))
+    } else {
+        shown.join("; ")
+    }
+}
+
+impl Steps for RepoSteps {
+    fn backup(&mut self, profile: &Profile) -> StepResult {
+        let opts = backup_options(profile)?;
+        let repo = self.repo(profile)?;
+        let res = archiver::backup(repo, &opts, &NoProgress)?;
+        let s = &res.summary;
+        let id = res.snapshot_id.map(|i| i.to_hex()).unwrap_or_default();
+        if !res.warnings.is_empty() {
+            return Err(StepFailure::permanent(
+                format!(
+                    "snapshot {} is partial: {} path(s) could not be read: {}",
+                    &id[..8.min(id.len())],
+                    res.warnings.len(),
+                    some_of(&res.warnings)
+                ),
+                3,
+            ));
+        }
+        Ok(StepReport {
+            message: format!(
+                "snapshot {} saved: {} new, {} changed, {} unmodified files; {} bytes added",
+                &id[..8.min(id.len())],
+                s.files_new,
+                s.files_changed,
+                s.files_unmodified,
+                s.data_added
+            ),
+            snapshot_id: Some(id),
+            files_added: s.files_new + s.files_changed,
+            bytes_added: s.data_added,
+        })
+    }
+
+    fn forget(&mut self, profile: &Profile) -> StepResult {
+        let group_by = match &profile.retention.group_by {
+            Some(g) => GroupBy::parse(g)?,
+            None => GroupBy::default(),
+        };
+        let opts = ForgetOptions {
+            policy: policy(&profile.retention)?,
+            group_by,
+            filter: own_snapshots(profile)?,
+            ..ForgetOptions::default()
+        };
+        let repo = self.repo(profile)?;
+        let report = forget(repo, &opts)?;
+        if !report.problems.is_empty() {
+            return Err(StepFailure::permanent(
+                format!("forget: {}", some_of(&report.problems)),
+                3,
+            ));
+        }
+        let kept: usize = report.groups.iter().map(|g| g.keep.len()).sum();
+        Ok(StepReport::message(format!(
+            "removed {} snapshot(s), kept {kept}",
+            report.removed.len()
+        )))
+    }
+
+    fn prune(&mut self, profile: &Profile) -> StepResult {
+        let repo = self.repo(profile)?;
+        let r = prune::prune(repo, &PruneOptions::default())?;
+        let mut message = format!(
+            "marked {} unused pack(s) ({} bytes), repacked {}, deleted {} marked earlier",
+            r.plan.unused.packs, r.plan.unused.bytes, r.plan.repack.packs, r.sweep.packs_deleted
+        );
+        if !r.problems.is_empty() {
+            message.push_str(&format!("; warnings: {}", some_of(&r.problems)));
+        }
+        Ok(StepReport::message(message))
+    }
+
+    fn check(&mut self, profile: &Profile) -> StepResult {
+        let subset = profile.check_subset.map(|s| match s {
+            CheckSubset::Percent(p) => DataSubset::Percent(p),
+            CheckSubset::Part { n, t } => DataSubset::Slice { n, t },
+        });
+        let repo = self.repo(profile)?;
+        let rep = check::check(
+            repo,
+            &CheckOptions {
+                read_data: false,
+                subset,
+            },
+        )?;
+        if !rep.ok() {
+            return Err(StepFailure::permanent(
+                format!(
+                    "check found {} problem(s): {}",
+                    rep.problems.len(),
+                    some_of(&rep.problems)
+                ),
+                1,
+            ));
+        }
+        Ok(StepReport::message(format!(
+            "no errors in {} packs, {} snapshots; read {} packs",
+            rep.packs, rep.snapshots, rep.packs_read
+        )))
+    }
+}

@@ -1,0 +1,753 @@
+//! Issue 12, end to end through the `larder` binary: `larder run` of a
+//! profile (snapshot, retention, record), `schedule status` (ok, failing
+//! with the error, never) and the `on-failure` hook, one run per profile at
+//! a time, SIGTERM and kill -9 in the middle of a backup, `larder daemon`
+//! (runs when due, catches up, stops cleanly), and `schedule install |
+//! remove` for systemd (checked by `systemd-analyze verify`) and for a
+//! crontab (a fake `crontab` program keeps the table in a file).
+//!
+//! Every command runs with TZ=UTC and the state and cache directories
+//! inside the backed-up tree, so each backup also shows that larder's own
+//! directories are never stored.
+
+use crate::common::{self, PASS, larder_bin};
+use crate::support::{pack_files, rand_bytes, run, write};
+use serde_json::Value;
+use std::io::BufRead;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The exit code of a run refused because another holds the profile.
+const BUSY: i32 = 11;
+
+/// A repository, a source tree holding larder's state and cache, a
+/// password file and a profiles file.
+struct Bed {
+    dir: tempfile::TempDir,
+    repo: PathBuf,
+    home: PathBuf,
+    cache: PathBuf,
+    state: PathBuf,
+    config: PathBuf,
+    pass: PathBuf,
+}
+
+/// A daily schedule "M H * * *" whose due times are about 12 hours from
+/// now (UTC), so no due time passes while a test runs.
+fn far_daily() -> String {
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    format!("{} {} * * *", now.minute(), (now.hour() + 12) % 24)
+}
+
+impl Bed {
+    fn new() -> Bed {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let (repo, cache) = (dir.path().join("repo"), home.join(".cache/larder"));
+        write(&home.join("notes.txt"), b"first version");
+        write(&home.join("data/a.bin"), &rand_bytes(1, 200_000));
+        drop(common::init_at(&repo, &cache));
+        let pass = dir.path().join("pass");
+        write(&pass, format!("{PASS}\n").as_bytes());
+        std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Bed {
+            repo,
+            state: home.join(".local/state/larder"),
+            cache,
+            home,
+            config: dir.path().join("larder.toml"),
+            pass,
+            dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A `[profile.NAME]` table for the bed's repository and tree.
+    fn profile(&self, name: &str, extra: &str) -> String {
+        format!(
+            "[profile.{name}]\nrepository = {:?}\npassword-file = {:?}\npaths = [{:?}]\n\
+             retries = 0\n{extra}\n",
+            self.repo.display().to_string(),
+            self.pass.display().to_string(),
+            self.home.display().to_string(),
+        )
+    }
+
+    fn configure(&self, tables: &[String]) {
+        std::fs::write(&self.config, tables.concat()).unwrap();
+    }
+
+    /// `larder` with the bed's profiles file, state and cache, and no
+    /// repository or password from the environment.
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(larder_bin());
+        c.env("LARDER_CONFIG", &self.config)
+            .env("LARDER_STATE_DIR", &self.state)
+            .env("LARDER_CACHE_DIR", &self.cache)
+            .env("HOME", self.dir.path())
+            .env("TZ", "UTC")
+            .stdin(Stdio::null());
+        for v in [
+            "LARDER_PASSWORD",
+            "LARDER_PASSWORD_FILE",
+            "LARDER_PASSWORD_COMMAND",
+            "LARDER_REPOSITORY",
+            "XDG_CONFIG_HOME",
+            "XDG_STATE_HOME",
+            "XDG_CACHE_HOME",
+        ] {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    /// Runs `larder ARGS`; returns (code, stdout, stderr).
+    fn larder(&self, args: &[&str]) -> (i32, String, String) {
+        let mut c = self.cmd();
+        c.args(args);
+        run(c)
+    }
+
+    /// `larder --json run PROFILE`, which must exit `want`; its summary.
+    fn run_profile(&self, profile: &str, want: i32) -> Value {
+        let (code, out, err) = self.larder(&["--json", "run", profile]);
+        assert_eq!(code, want, "run {profile}: {out}{err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+    }
+
+    /// `larder schedule status --json`: exit code and the profiles by name.
+    fn status(&self) -> (i32, Value) {
+        let (code, out, err) = self.larder(&["--json", "schedule", "status"]);
+        let list: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        let mut by_name = serde_json::Map::new();
+        for s in list.as_array().unwrap() {
+            by_name.insert(s["profile"].as_str().unwrap().to_string(), s.clone());
+        }
+        (code, Value::Object(by_name))
+    }
+
+    /// `larder` on the repository with the test password (not a profile).
+    fn repo_cli(&self, args: &[&str]) -> (i32, String, String) {
+        let mut c = common::larder(&self.repo, &self.cache);
+        c.env("LARDER_STATE_DIR", &self.state).args(args);
+        run(c)
+    }
+
+    fn snapshot_ids(&self) -> Vec<String> {
+        let (code, out, err) = self.repo_cli(&["snapshots", "--json"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// The runs of a profile as recorded, newest first.
+    fn runs(&self, profile: &str) -> Vec<larder::schedule::records::RunRecord> {
+        let r = larder::schedule::Records::open(&self.state).unwrap();
+        r.recent(profile, 100).unwrap()
+    }
+
+    /// Starts `larder ARGS` in the background with stdout piped.
+    fn spawn(&self, args: &[&str]) -> Child {
+        let mut c = self.cmd();
+        c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c.spawn().unwrap()
+    }
+}
+
+/// Waits for a file to exist (a hook's sign), panicking after a minute.
+fn wait_for(p: &Path, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !p.exists() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the process ended ({st}) before {} appeared", p.display());
+        }
+        assert!(Instant::now() < deadline, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(child: &Child) {
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A `before` hook that marks it started, then blocks until `go` exists.
+fn blocking_hook(started: &Path, go: &Path) -> String {
+    format!(
+        "before = 'touch {}; while [ ! -e {} ]; do sleep 0.05; done'\n",
+        started.display(),
+        go.display()
+    )
+}
+
+fn steps(summary: &Value) -> Vec<(String, String)> {
+    summary["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["step"].as_str().unwrap().to_string(),
+                s["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// `larder run` makes a snapshot, applies the profile's retention to its
+/// own snapshots, prunes and checks when those are due, and records the
+/// run (database, JSON-lines log, `status`); larder's state and cache in
+/// the backed-up tree are left out of every snapshot.
+#[test]
+fn run_makes_a_snapshot_applies_retention_and_records_the_run() {
+    let b = Bed::new();
+    let daily = far_daily();
+    b.configure(&[b.profile(
+        "home",
+        &format!(
+            "schedule = {daily:?}\nkeep-last = 2\nprune = {daily:?}\ncheck = {daily:?}\n\
+             check-subset = \"50%\"\n"
+        ),
+    )]);
+    let (code, out, err) = b.larder(&["config", "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("[profile.home]") && out.contains("1 profile(s)"),
+        "{out}"
+    );
+    let (code, st) = b.status();
+    assert_eq!((code, st["home"]["word"].as_str()), (1, Some("never")));
+
+    let first = b.run_profile("home", 0);
+    assert_eq!(first["result"], "ok");
+    assert_eq!(
+        steps(&first),
+        pairs(&[
+            ("backup", "ok"),
+            ("forget", "ok"),
+            ("prune", "ok"),
+            ("check", "ok")
+        ])
+    );
+    let mut made = vec![first["snapshot_id"].as_str().unwrap().to_string()];
+    for i in 0..2 {
+        write(&b.home.join("notes.txt"), format!("version {i}").as_bytes());
+        let s = b.run_profile("home", 0);
+        // Prune and check ran in the first run; they are not due again.
+        assert_eq!(
+            steps(&s),
+            pairs(&[
+                ("backup", "ok"),
+                ("forget", "ok"),
+                ("prune", "skipped"),
+                ("check", "skipped")
+            ])
+        );
+        assert!(s["bytes_added"].as_u64().unwrap() > 0, "{s}");
+        made.push(s["snapshot_id"].as_str().unwrap().to_string());
+    }
+    // keep-last = 2: the first snapshot is gone, the two newest stay.
+    let mut ids = b.snapshot_ids();
+    ids.sort();
+    let mut want = made[1..].to_vec();
+    want.sort();
+    assert_eq!(ids, want);
+
+    let (code, st) = b.status();
+    assert_eq!(code, 0, "{st}");
+    assert_eq!(st["home"]["word"], "ok");
+    assert_eq!(st["home"]["last-run"]["snapshot_id"], made[2].as_str());
+    assert_eq!(b.runs("home").len(), 3);
+    let log = std::fs::read_to_string(b.state.join("runs.jsonl")).unwrap();
+    let ends = log.lines().filter(|l| l.contains("\"run-end\"")).count();
+    assert_eq!(ends, 3, "{log}");
+
+    let (code, listed, err) = b.repo_cli(&["ls", "latest"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(listed.contains("notes.txt"), "{listed}");
+    for own in ["runs.db", "runs.jsonl", "index", "known_repositories"] {
+        assert!(!listed.contains(own), "{own} was backed up: {listed}");
+    }
+}
+
+/// A profile that worked and then fails (wrong password), and one whose
+/// repository is missing: `status` says `failing` with the error and exits
+/// non-zero, and `on-failure` runs with the run's facts in its environment.
+#[test]
+fn status_says_failing_with_the_error_and_the_failure_hook_runs() {
+    let b = Bed::new();
+    let daily = far_daily();
+    let hook = |name: &str| {
+        format!(
+            "on-failure = 'printf \"%s|%s|%s|%s\" \"$LARDER_PROFILE\" \"$LARDER_RESULT\" \
+             \"$LARDER_EXIT_CODE\" \"$LARDER_ERROR\" > {}'\n",
+            b.path(name).display()
+        )
+    };
+    let gone = b.profile(
+        "gone",
+        &format!("schedule = {daily:?}\n{}", hook("gone.hook")),
+    );
+    let gone = gone.replace(
+        &format!("{:?}", b.repo.display().to_string()),
+        &format!("{:?}", b.path("nothing-here").display().to_string()),
+    );
+    b.configure(&[
+        b.profile(
+            "home",
+            &format!("schedule = {daily:?}\n{}", hook("home.hook")),
+        ),
+        gone,
+    ]);
+    b.run_profile("home", 0);
+    let (code, st) = b.status();
+    assert_eq!(st["home"]["word"], "ok");
+    assert_eq!(st["gone"]["word"], "never");
+    assert_eq!(code, 1, "one profile is not ok");
+    assert!(!b.path("home.hook").exists());
+
+    write(&b.pass, b"not the password\n");
+    let s = b.run_profile("home", 12);
+    assert_eq!(s["result"], "failed");
+    let s = b.run_profile("gone", 10);
+    assert_eq!(s["result"], "failed");
+
+    let (code, st) = b.status();
+    assert_eq!(code, 1);
+    assert_eq!(st["home"]["word"], "failing");
+    assert!(
+        st["home"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("wrong password"),
+        "{st}"
+    );
+    assert_eq!(st["gone"]["word"], "failing");
+    let missing = b.path("nothing-here").display().to_string();
+    assert!(
+        st["gone"]["last-run"]["error"]
+            .as_str()
+            .unwrap()
+            .contains(&missing),
+        "{st}"
+    );
+    assert!(st["home"]["last-success"]["result"] == "ok", "{st}");
+
+    let home = std::fs::read_to_string(b.path("home.hook")).unwrap();
+    let parts: Vec<&str> = home.splitn(4, '|').collect();
+    assert_eq!(parts[..3], ["home", "failed", "12"], "{home}");
+    assert!(parts[3].contains("wrong password"), "{home}");
+    let gone = std::fs::read_to_string(b.path("gone.hook")).unwrap();
+    assert!(gone.starts_with("gone|failed|10|"), "{gone}");
+    assert!(gone.contains(&missing), "{gone}");
+}
+
+/// Two runs of one profile at once: the second exits at once with the
+/// busy code and names the process that holds the profile; one with
+/// `--wait` runs after the first. Only the two runs that ran made
+/// snapshots.
+#[test]
+fn two_runs_of_one_profile_never_make_two_backups_at_once() {
+    let b = Bed::new();
+    let (started, go) = (b.path("started"), b.path("go"));
+    b.configure(&[b.profile("home", &blocking_hook(&started, &go))]);
+    let mut first = b.spawn(&["--json", "run", "home"]);
+    wait_for(&started, &mut first);
+    let (code, out, err) = b.larder(&["run", "home"]);
+    assert_eq!(code, BUSY, "{out}{err}");
+    assert!(
+        err.contains(&format!("process {}", first.id())),
+        "the refusal names the holder: {err}"
+    );
+    let (_, st) = b.status_named("home");
+    assert_eq!(st["running"], first.id());
+    let waiting = b.spawn(&["--json", "run", "--wait", "home"]);
+    write(&go, b"");
+    let a = first.wait_with_output().unwrap();
+    assert_eq!(a.status.code(), Some(0));
+    let w = waiting.wait_with_output().unwrap();
+    assert_eq!(
+        w.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&w.stderr)
+    );
+    let (a, w): (Value, Value) = (
+        serde_json::from_slice(&a.stdout).unwrap(),
+        serde_json::from_slice(&w.stdout).unwrap(),
+    );
+    let at = |v: &Value, k: &str| v[k].as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
+    assert!(at(&w, "started") >= at(&a, "ended"), "{a} {w}");
+    assert_eq!(b.snapshot_ids().len(), 2);
+    assert_eq!(b.runs("home").len(), 2, "the refused run is not recorded");
+}
+
+impl Bed {
+    /// `status --json PROFILE`: exit code and that profile's object.
+    fn status_named(&self, name: &str) -> (i32, Value) {
+        let (code, out, err) = self.larder(&["--json", "schedule", "status", name]);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        (code, v[0].clone())
+    }
+}
+
+/// Starts `larder run` over 40 MiB of random data and returns it once it
+/// has written `packs` more pack files.
+fn run_until_packs(b: &Bed, packs: usize) -> Child {
+    let before = pack_files(&b.repo).0;
+    let mut child = b.spawn(&["run", "home"]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while pack_files(&b.repo).0 < before + packs {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("the run ended ({st}) before it could be stopped");
+        }
+        assert!(Instant::now() < deadline, "no packs appeared");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child
+}
+
+/// SIGTERM in the middle of a backup stops the run cleanly (exit 130,
+/// recorded as interrupted, no snapshot); kill -9 in the middle of the
+/// next leaves a run the next `larder run` closes as interrupted, and
+/// that run succeeds and the repository checks clean.
+#[test]
+fn sigterm_and_kill_9_mid_backup_then_the_next_run_succeeds() {
+    let b = Bed::new();
+    for i in 0..8u64 {
+        write(
+            &b.home.join(format!("big/f{i}.bin")),
+            &rand_bytes(900 + i, 5 << 20),
+        );
+    }
+    b.configure(&[b.profile("home", "keep-last = 5\n")]);
+
+    let child = run_until_packs(&b, 6);
+    sigterm(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = b.runs("home");
+    assert_eq!(runs[0].result.as_str(), "interrupted", "{runs:?}");
+    assert!(b.snapshot_ids().is_empty());
+
+    let mut child = run_until_packs(&b, 6);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(b.runs("home")[0].result.as_str(), "running");
+    assert!(b.snapshot_ids().is_empty());
+
+    let s = b.run_profile("home", 0);
+    assert_eq!(s["result"], "ok", "{s}");
+    let runs = b.runs("home");
+    let results: Vec<&str> = runs.iter().map(|r| r.result.as_str()).collect();
+    assert_eq!(results, ["ok", "interrupted", "interrupted"]);
+    assert_eq!(b.snapshot_ids().len(), 1);
+    let (code, out, err) = b.repo_cli(&["check"]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// Reads a daemon's stdout lines into a channel.
+fn events(child: &mut Child) -> mpsc::Receiver<Value> {
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(v) = serde_json::from_str::<Value>(&line)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The next event named `name`, skipping others (collected into `seen`).
+fn next_event(rx: &mpsc::Receiver<Value>, name: &str, seen: &mut Vec<Value>) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let e = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no {name} event; saw {seen:?}"));
+        seen.push(e.clone());
+        if e["event"] == name {
+            return e;
+        }
+    }
+}
+
+/// `larder daemon` with a schedule every two seconds runs the profile
+/// again and again, and on SIGTERM during a run stops after it: the run is
+/// recorded as interrupted and the daemon exits 0.
+#[test]
+fn daemon_runs_when_due_and_stops_cleanly_on_sigterm() {
+    let b = Bed::new();
+    let (started, go) = (b.path("started"), b.path("go"));
+    // Runs 1 and 2 go through; run 3 blocks in its before hook.
+    let hook = format!(
+        "before = 'n=$(cat {c} 2>/dev/null || echo 0); echo $((n+1)) > {c}; \
+         if [ $n -ge 2 ]; then touch {s}; while [ ! -e {g} ]; do sleep 0.05; done; fi'\n",
+        c = b.path("count").display(),
+        s = started.display(),
+        g = go.display()
+    );
+    b.configure(&[b.profile(
+        "fast",
+        &format!("schedule = \"*/2 * * * * *\"\nkeep-last = 5\n{hook}"),
+    )]);
+    let mut d = b.spawn(&["daemon"]);
+    let rx = events(&mut d);
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let end = next_event(&rx, "run-end", &mut seen);
+        assert_eq!(end["result"], "ok", "{end}");
+    }
+    wait_for(&started, &mut d);
+    sigterm(&d);
+    write(&go, b"");
+    let end = next_event(&rx, "run-end", &mut seen);
+    assert_eq!(end["result"], "interrupted", "{end}");
+    next_event(&rx, "daemon-stop", &mut seen);
+    let st = d.wait().unwrap();
+    assert_eq!(st.code(), Some(0));
+    let results: Vec<String> = b
+        .runs("fast")
+        .iter()
+        .map(|r| r.result.as_str().to_string())
+        .collect();
+    assert_eq!(results, ["interrupted", "ok", "ok"]);
+    assert_eq!(b.snapshot_ids().len(), 2);
+}
+
+/// The daemon catches up a due time that passed while it was stopped, once,
+/// and does not run a profile whose last run is after its latest due time.
+/// (The gap is made by moving the recorded run a day back.)
+#[test]
+fn daemon_catches_up_a_run_missed_while_it_was_stopped() {
+    let b = Bed::new();
+    b.configure(&[b.profile("home", &format!("schedule = {:?}\n", far_daily()))]);
+    // Never ran: due at once. Then not due: it idles until stopped.
+    let daemon_runs = |b: &Bed| -> usize {
+        let mut d = b.spawn(&["daemon"]);
+        let rx = events(&mut d);
+        let mut seen = Vec::new();
+        next_event(&rx, "idle", &mut seen);
+        sigterm(&d);
+        next_event(&rx, "daemon-stop", &mut seen);
+        assert_eq!(d.wait().unwrap().code(), Some(0));
+        let idle = seen.iter().position(|e| e["event"] == "idle").unwrap();
+        // Any run happens before the first idle: at start, not later.
+        seen[..idle]
+            .iter()
+            .filter(|e| e["event"] == "run-end" && e["result"] == "ok")
+            .count()
+    };
+    assert_eq!(
+        daemon_runs(&b),
+        1,
+        "the first start runs the never-run profile"
+    );
+    assert_eq!(daemon_runs(&b), 0, "nothing is due");
+    // The daemon was "stopped" for a day: the latest due time is missed.
+    let db = rusqlite::Connection::open(b.state.join("runs.db")).unwrap();
+    let day: i64 = 86_400 * 1_000_000_000;
+    db.execute(
+        "UPDATE runs SET started_ns = started_ns - ?1, ended_ns = ended_ns - ?1",
+        [day],
+    )
+    .unwrap();
+    drop(db);
+    let (_, st) = b.status_named("home");
+    assert_eq!(st["word"], "late", "{st}");
+    assert_eq!(daemon_runs(&b), 1, "the missed run is caught up once");
+    assert_eq!(daemon_runs(&b), 0);
+    assert_eq!(b.snapshot_ids().len(), 2);
+    let (code, st) = b.status_named("home");
+    assert_eq!((code, st["word"].as_str()), (0, Some("ok")));
+}
+
+/// `schedule install --unit-dir D` writes a service and a timer that
+/// `systemd-analyze verify` accepts; installing again changes nothing;
+/// `remove` deletes exactly those two files.
+#[test]
+fn schedule_install_writes_units_systemd_accepts_and_remove_removes_them() {
+    let b = Bed::new();
+    b.configure(&[
+        b.profile("home", "schedule = \"daily\"\nnice = 5\n"),
+        b.profile("nosched", ""),
+    ]);
+    let units = b.path("units");
+    write(
+        &units.join("other.service"),
+        b"[Service]\nExecStart=/bin/true\n",
+    );
+    let install = |b: &Bed| {
+        let (code, out, err) = b.larder(&[
+            "schedule",
+            "install",
+            "--unit-dir",
+            units.to_str().unwrap(),
+            "--all",
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    let out = install(&b);
+    assert!(
+        out.contains("wrote") && out.contains("enable --now larder-home.timer"),
+        "{out}"
+    );
+    let service = units.join("larder-home.service");
+    let timer = units.join("larder-home.timer");
+    let (s1, t1) = (
+        std::fs::read(&service).unwrap(),
+        std::fs::read(&timer).unwrap(),
+    );
+    let mtime = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let (m1, m2) = (mtime(&service), mtime(&timer));
+    let text = String::from_utf8_lossy(&s1).into_owned();
+    let exec = text.lines().find(|l| l.starts_with("ExecStart=")).unwrap();
+    assert!(
+        exec.contains(" run --config ") && exec.ends_with(" home"),
+        "{text}"
+    );
+    assert!(text.contains("Nice=5"), "{text}");
+    assert!(String::from_utf8_lossy(&t1).contains("OnCalendar=*-*-* 00:00:00"));
+    assert!(!units.join("larder-nosched.timer").exists());
+
+    let out = install(&b);
+    assert!(out.contains("unchanged") && !out.contains("wrote"), "{out}");
+    assert_eq!(std::fs::read(&service).unwrap(), s1);
+    assert_eq!(std::fs::read(&timer).unwrap(), t1);
+    assert_eq!((mtime(&service), mtime(&timer)), (m1, m2));
+
+    match Command::new("systemd-analyze")
+        .arg("verify")
+        .args([&service, &timer])
+        .output()
+    {
+        Ok(o) => assert!(
+            o.status.success(),
+            "systemd-analyze verify: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) if std::env::var_os("LARDER_ALLOW_SKIP").is_some_and(|v| v == "1") => {
+            eprintln!("SKIP systemd-analyze verify: {e}");
+        }
+        Err(e) => panic!("systemd-analyze is needed (set LARDER_ALLOW_SKIP=1 to skip): {e}"),
+    }
+
+    let (code, out, err) = b.larder(&[
+        "schedule",
+        "remove",
+        "--unit-dir",
+        units.to_str().unwrap(),
+        "home",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let left: Vec<String> = std::fs::read_dir(&units)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["other.service"]);
+}
+
+/// `schedule install --cron` with a fake `crontab` on PATH adds a marked
+/// block whose command really runs the profile; installing again changes
+/// nothing; `remove` gives back the table byte for byte.
+#[test]
+fn schedule_install_cron_adds_marked_lines_and_remove_restores_the_table() {
+    let b = Bed::new();
+    b.configure(&[b.profile("home", "schedule = \"hourly\"\n")]);
+    let bin = b.path("bin");
+    let table = b.path("crontab.txt");
+    write(
+        &bin.join("crontab"),
+        format!(
+            "#!/bin/sh\nf={}\ncase \"$1\" in\n-l) [ -e \"$f\" ] || {{ echo \"no crontab for $(id -un)\" >&2; exit 1; }}; cat \"$f\";;\n\
+             -) cat > \"$f\";;\n*) exit 2;;\nesac\n",
+            table.display()
+        )
+        .as_bytes(),
+    );
+    std::fs::set_permissions(bin.join("crontab"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let cron = |args: &[&str]| {
+        let mut c = b.cmd();
+        c.env("PATH", &path).args(["schedule"]).args(args);
+        let (code, out, err) = run(c);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        out
+    };
+    // The user's own table, without a final newline.
+    let original = "MAILTO=me@example.org\n0 3 * * * /usr/bin/true # mine";
+    std::fs::write(&table, original).unwrap();
+    cron(&["install", "--cron", "home"]);
+    let installed = std::fs::read_to_string(&table).unwrap();
+    assert!(installed.starts_with(original), "{installed}");
+    let line = installed
+        .lines()
+        .find(|l| l.contains(" run --if-due "))
+        .unwrap_or_else(|| panic!("no run line: {installed}"));
+    assert!(
+        installed.contains("# BEGIN larder profile home")
+            && installed.contains("# END larder profile home")
+    );
+    assert!(line.starts_with("0,15,30,45 * * * * "), "{line}");
+    cron(&["install", "--cron", "home"]);
+    assert_eq!(std::fs::read_to_string(&table).unwrap(), installed);
+
+    // What cron would run: the command after the five time fields.
+    let command: String = line.split(' ').skip(5).collect::<Vec<_>>().join(" ");
+    // cron's environment: little more than PATH and HOME.
+    let mut sh = Command::new("sh");
+    sh.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", b.dir.path())
+        .env("TZ", "UTC")
+        .arg("-c")
+        .arg(&command);
+    let (code, out, err) = run(sh);
+    assert_eq!(code, 0, "{command}: {out}{err}");
+    assert_eq!(
+        b.snapshot_ids().len(),
+        1,
+        "the crontab line ran the profile"
+    );
+    let (_, st) = b.status_named("home");
+    assert_eq!(st["word"], "ok", "{st}");
+
+    cron(&["remove", "--cron", "home"]);
+    assert_eq!(std::fs::read_to_string(&table).unwrap(), original);
+}
