@@ -12,6 +12,7 @@ mod hostile;
 mod locks;
 mod prune;
 mod repair_snapshots;
+mod remote;
 mod repo_core;
 mod safety;
 mod stats;
