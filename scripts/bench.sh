@@ -27,9 +27,11 @@
 #   BENCH_SYNTH_SEGMENTS=100 BENCH_SYNTH_BLOBS=100000   synthetic index size
 #   BENCH_SKIP_INSTALL=1  do not run apt-get
 #   BENCH_KEEP=1          keep BENCH_DIR afterwards
-#   BENCH_PARTS="main prune flat"   which sections run (main: the daily
+#   BENCH_PARTS="main prune flat s3"   which sections run (main: the daily
 #                         rows and stages; prune: 30 snapshots then forget
-#                         --keep-last 3 + prune; flat: the synthetic index)
+#                         --keep-last 3 + prune; flat: the synthetic index;
+#                         s3: larder and restic against moto's S3 server,
+#                         LARDER_MOTO_SERVER or a venv it makes, see .ci/run)
 #   BENCH_PRUNE_SNAPS=30  snapshots made before the prune row
 set -euo pipefail
 
@@ -56,7 +58,7 @@ else
     SYN_BLOBS=${BENCH_SYNTH_BLOBS:-100000}
 fi
 PASS="larder-bench passphrase $SEED"
-PARTS=" ${BENCH_PARTS:-main prune flat} "
+PARTS=" ${BENCH_PARTS:-main prune flat s3} "
 PRUNE_SNAPS=${BENCH_PRUNE_SNAPS:-30}
 part() { [[ $PARTS == *" $1 "* ]]; }
 say() { printf '\n== %s\n' "$*"; }
@@ -213,6 +215,9 @@ measure() {
         exit 1
     fi
     local rss wall
+    # AFTER names a function that prints "BYTES VALUE" measured after the
+    # command (the S3 rows: bytes moved and requests made).
+    if [ -n "${AFTER:-}" ]; then read -r bytes value < <("$AFTER"); fi
     rss=$(grep -E '^[0-9]+$' "$T/time" | tail -1)
     wall=$(python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.6f}")' "$t0" "$t1")
     rec sample "$name" "$tool" "$run" "$wall" "$rss" "$bytes" "$value"
@@ -406,6 +411,90 @@ for ((r = 1; r <= RUNS; r++)); do
     done
 done
 rm -rf "$W/template-big"
+fi
+
+# ---------------------------------------------------------------- S3
+# The S3 rows (issue 13): larder and restic against moto's S3 server on
+# 127.0.0.1, each tool with a server of its own per run, through
+# scripts/tcp_count.py (bytes each way); requests are counted from the
+# server's log. Cold backup, unchanged re-backup, restore of the latest
+# snapshot onto tmpfs; each tool with its own (local) cache, as a user has.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_port() {
+    local i
+    for ((i = 0; i < 150; i++)); do
+        python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+s3_start() {
+    S3_PORT=$(free_port); S3_RELAY=$(free_port)
+    "$MOTO" -H 127.0.0.1 -p "$S3_PORT" >"$T/moto.log" 2>&1 &
+    S3_PID=$!
+    rm -f "$T/relay.count"
+    python3 scripts/tcp_count.py "$S3_RELAY" "$S3_PORT" "$T/relay.count" &
+    S3_RELAY_PID=$!
+    if ! wait_port "$S3_PORT" || ! wait_port "$S3_RELAY"; then
+        echo "bench.sh: moto's server did not start" >&2; cat "$T/moto.log" >&2; exit 1
+    fi
+}
+s3_stop() { kill "$S3_PID" "$S3_RELAY_PID" 2>/dev/null || true; wait "$S3_PID" "$S3_RELAY_PID" 2>/dev/null || true; }
+s3_requests() { grep -cE '"(GET|PUT|POST|HEAD|DELETE) ' "$T/moto.log" || true; }
+s3_bytes() { sleep 0.5; cat "$T/relay.count" 2>/dev/null || echo "0 0"; }
+s3_mark() { S3_R0=$(s3_requests); read -r S3_U0 S3_D0 < <(s3_bytes); }
+s3_delta() {
+    local r1 u1 d1
+    r1=$(s3_requests); read -r u1 d1 < <(s3_bytes)
+    echo "$((u1 - S3_U0 + d1 - S3_D0)) $((r1 - S3_R0))"
+}
+s3_use() { # TOOL
+    export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1
+    case $1 in
+        larder)
+            export LARDER_REPOSITORY=s3:http://127.0.0.1:$S3_RELAY/bench-larder/repo
+            export LARDER_CACHE_DIR=$W/cache-larder-s3 LARDER_STATE_DIR=$W/state-larder-s3 LARDER_PASSWORD=$PASS ;;
+        restic)
+            export RESTIC_REPOSITORY=s3:http://127.0.0.1:$S3_RELAY/bench-restic/repo
+            export RESTIC_CACHE_DIR=$W/cache-restic-s3 RESTIC_PASSWORD=$PASS ;;
+    esac
+}
+s3_slot() { # TOOL RUN
+    local t=$1 r=$2
+    rm -rf "$W/cache-$t-s3" "$W/state-$t-s3"
+    s3_start
+    s3_use "$t"
+    tool_init "$t"
+    warm_corpus
+    AFTER=s3_delta
+    s3_mark; cmd_backup "$t" s1 "$CORPUS"; measure s3_backup "$t" "$r" "" ""
+    s3_mark; cmd_backup "$t" s2 "$CORPUS"; measure s3_rebackup "$t" "$r" "" ""
+    rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
+    s3_mark; cmd_restore "$t" latest "$SHM/restore"; measure s3_restore "$t" "$r" "" ""
+    AFTER=
+    local got
+    got=$(find "$SHM/restore" -type f | wc -l)
+    [ "$got" = "$CORPUS_FILES" ] || { echo "bench.sh: $t restored $got files from S3, expected $CORPUS_FILES" >&2; exit 1; }
+    rm -rf "$SHM/restore"
+    s3_stop
+    rm -rf "$W/cache-$t-s3" "$W/state-$t-s3"
+}
+if part s3; then
+    MOTO=${LARDER_MOTO_SERVER:-}
+    if [ -z "$MOTO" ]; then
+        venv="${XDG_CACHE_HOME:-$HOME/.cache}/larder-ci/moto-venv"
+        if [ ! -x "$venv/bin/moto_server" ]; then
+            rm -rf "$venv"; python3 -m venv "$venv" && "$venv/bin/pip" install -q 'moto[server]'
+        fi
+        MOTO=$venv/bin/moto_server
+    fi
+    meta version_moto "moto $("$(dirname "$MOTO")/python" -c 'import moto; print(moto.__version__)' 2>/dev/null || echo '?')"
+    for ((r = 1; r <= RUNS; r++)); do
+        order=(larder restic)
+        [ $((r % 2)) = 0 ] && order=(restic larder)
+        say "S3 run $r of $RUNS (moto on 127.0.0.1): ${order[*]}"
+        for t in "${order[@]}"; do s3_slot "$t" "$r"; done
+    done
 fi
 
 # ---------------------------------------------------------------- table

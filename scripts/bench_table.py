@@ -161,6 +161,76 @@ def verdict(ok):
     return "**met**" if ok else "**not met**"
 
 
+S3_ROWS = [
+    ("s3_backup", "cold backup into an empty bucket"),
+    ("s3_rebackup", "second backup, nothing changed"),
+    ("s3_restore", "restore of the latest snapshot onto tmpfs"),
+]
+
+
+def s3_values(d, name, tool):
+    rows = d.samples.get((name, tool), [])
+    return [int(r["value"]) for r in rows if r["value"]], [int(r["bytes"]) for r in rows if r["bytes"]]
+
+
+def render_s3(d, w):
+    """The S3 rows (issue 13): time, requests made and bytes moved, larder
+    against restic on moto's server."""
+    tools = [t for t in ("larder", "restic") if any(d.has(n, t) for n, _ in S3_ROWS)]
+    if not tools:
+        return
+    w(f"## Over S3 ({d.meta.get('version_moto', 'moto')} on 127.0.0.1)")
+    w("")
+    w("Each tool with a server of its own per run and its own local cache; requests counted from the "
+      "server's log, bytes moved (both ways) by a relay in front of it (`scripts/tcp_count.py`).")
+    w("")
+    head = "| work | " + " | ".join(tools) + " |"
+    both = "larder" in tools and "restic" in tools
+    if both:
+        head += " larder vs restic: speed-up / requests / bytes |"
+    w(head)
+    w("|" + "---|" * (1 + len(tools) + (1 if both else 0)))
+    verdicts = []
+    for name, label in S3_ROWS:
+        if not any(d.has(name, t) for t in tools):
+            continue
+        cells = []
+        for t in tools:
+            walls = d.walls(name, t)
+            reqs, moved = s3_values(d, name, t)
+            if not walls:
+                cells.append("—")
+                continue
+            c = f"{fmt_s(med(walls))} [{fmt_s(pct(walls, 5))}–{fmt_s(pct(walls, 95))}]"
+            if reqs:
+                c += f"; {med(reqs):.0f} requests"
+            if moved:
+                c += f"; {fmt_mib(med(moved))} moved"
+            rss = d.rss(name, t)
+            if rss:
+                c += f"; RSS {med(rss) / 1024:.0f} MiB"
+            cells.append(c)
+        if both:
+            e2e, _ = speedup(d, name, "restic")
+            (lr, lb), (rr, rb) = s3_values(d, name, "larder"), s3_values(d, name, "restic")
+            rq = f"{med(lr) / med(rr):.2f}" if lr and rr and med(rr) > 0 else "n/a"
+            by = f"{med(lb) / med(rb):.2f}" if lb and rb and med(rb) > 0 else "n/a"
+            cells.append(f"{fmt_x(e2e)} / {rq} / {by}")
+            if e2e is not None and lr and rr:
+                verdicts.append((label, e2e, med(lr), med(rr)))
+        w(f"| {label} | " + " | ".join(cells) + " |")
+    w("")
+    if verdicts:
+        w("## Targets of issue 13 (S3)")
+        w("")
+        w("| target | measured | verdict |")
+        w("|---|---|---|")
+        for label, e2e, lr, rr in verdicts:
+            w(f"| {label}: fewer requests than restic | {lr:.0f} vs {rr:.0f} | {verdict(lr < rr)} |")
+            w(f"| {label}: faster than restic | {fmt_x(e2e)} | {verdict(e2e > 1)} |")
+        w("")
+
+
 def render(d):
     m = d.meta
     tools = d.tools()
@@ -196,17 +266,19 @@ def render(d):
       "tool's own median `snapshots` time (its open cost, KDF included) from both times.")
     w("")
 
-    # Main table.
-    w("## Results")
-    w("")
+    # Main table (absent from an S3-only run).
+    has_main = any(d.has(n, t) for n, _, _ in ROWS for t in tools)
     head = "| work | " + " | ".join(tools) + " |"
     if "larder" in tools:
         others = [t for t in tools if t != "larder"]
         head += "".join(f" larder vs {t}: end to end / work |" for t in others)
     else:
         others = []
-    w(head)
-    w("|" + "---|" * (1 + len(tools) + len(others)))
+    if has_main:
+        w("## Results")
+        w("")
+        w(head)
+        w("|" + "---|" * (1 + len(tools) + len(others)))
     rb = int(m.get("random_bytes", "0") or 0)
     rand_label = f"{rb / GIB:g} GiB" if rb >= GIB else f"{rb / MIB:g} MiB"
     for name, label, kind in ROWS:
@@ -410,6 +482,7 @@ def render(d):
             r = med(bg) / med(fr)
             w(f"| prune with {m.get('synth_blobs', '?')} blobs: RSS ≤ 1.2× the small repository's | {r:.2f}× | {verdict(r <= 1.2)} |")
         w("")
+    render_s3(d, w)
     w(f"Raw samples: `raw.csv` (SHA-256 in `raw.sha256`); this table is generated from them by "
       "`scripts/bench_table.py` and checked by `tests/it/bench_table.rs`.")
     return "\n".join(out) + "\n"

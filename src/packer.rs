@@ -62,7 +62,10 @@ impl Uploader {
         let (tx, rx) = bounded::<FinishedPack>(UPLOAD_QUEUE);
         // At most UPLOAD_QUEUE + UPLOAD_THREADS results are ever pending.
         let (done_tx, done) = crossbeam_channel::unbounded::<Result<IndexPack>>();
-        let threads = (0..UPLOAD_THREADS)
+        // A remote backend uploads as many packs at once as it has
+        // connections; a local one as many as share the journal well.
+        let n = backend.connections().unwrap_or(UPLOAD_THREADS).max(1);
+        let threads = (0..n)
             .map(|_| {
                 let (rx, done_tx, backend) = (rx.clone(), done_tx.clone(), backend.clone());
                 let lock = lock.clone();
@@ -170,6 +173,9 @@ impl<'r> Packer<'r> {
         self.stats.bytes_added_plain += b.plain_len as u64;
         self.stats.bytes_added_stored += b.stored.len() as u64;
         self.in_pack.insert(b.id);
+        if b.ty == BlobType::Tree {
+            self.repo.keep_tree(&b.id, &b.stored);
+        }
         self.writer.add(b)?;
         if self.writer.size() >= self.repo.config().pack_size as usize {
             self.flush_pack()?;

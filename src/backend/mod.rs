@@ -8,9 +8,20 @@
 //! backend serves only plain stored objects (the local one refuses links,
 //! FIFOs, devices and directories without opening or following them).
 
+pub mod http;
 mod local;
+pub mod location;
+mod rest;
+pub mod retry;
+mod s3;
+mod sftp;
 
+pub use http::RemoteOptions;
 pub use local::LocalBackend;
+pub use location::Location;
+pub use rest::RestBackend;
+pub use s3::S3Backend;
+pub use sftp::{SftpBackend, SftpTarget};
 
 use crate::error::{Error, Result};
 use std::io::{Read, Write};
@@ -199,6 +210,49 @@ pub trait Backend: Send + Sync {
         let _ = (kind, name);
         Ok(None)
     }
+
+    /// How many requests this backend serves well at once (`--connections`
+    /// for remote ones); `None`: the caller's own default.
+    fn connections(&self) -> Option<usize> {
+        None
+    }
+
+    /// Requests made to the storage so far, for backends that count them.
+    fn requests(&self) -> Option<u64> {
+        None
+    }
+
+    /// `Ok` if this backend may delete objects; an error saying why not
+    /// (an append-only server) otherwise. Commands that delete (forget,
+    /// prune) ask before changing anything.
+    fn check_deletable(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The backend for a repository string ([`Location`]): a local directory,
+/// `rest:…`, `s3:…` or `sftp:…`.
+pub fn open(repo: &std::path::Path, opts: &RemoteOptions) -> Result<Box<dyn Backend>> {
+    let loc = Location::parse(repo)?;
+    let shown = loc.display();
+    Ok(match &loc {
+        Location::Local(p) => Box::new(LocalBackend::new(p)),
+        Location::Rest(r) => Box::new(RestBackend::new(r, shown, opts)),
+        Location::S3(s) => Box::new(S3Backend::new(s, shown, opts)?),
+        Location::Sftp(l) => {
+            if l.port.is_some() {
+                return Err(Error::Usage(format!(
+                    "{shown}: give the port as `Port` in ~/.ssh/config (or in {}), not in the repository string",
+                    sftp::COMMAND_VAR
+                )));
+            }
+            Box::new(SftpBackend::new(SftpTarget {
+                user: l.user.clone(),
+                host: l.host.clone(),
+                path: l.path.clone(),
+            })?)
+        }
+    })
 }
 
 /// Reads `object`, whose storage reports `reported` bytes, from `source`,

@@ -25,6 +25,7 @@ struct Created {
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     let backend = g.backend()?;
     let key = new_key(g, a.recipient.as_deref(), None, true)?;
+    let shown = backend.location();
     let repo = Repository::init(backend, &key, &InitOptions::default(), &g.cache_dir())?;
     g.known_repositories()
         .record(&g.location()?, &repo.identity())?;
@@ -32,14 +33,10 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     if g.json {
         print_json(&Created {
             id: id.to_hex(),
-            repository: g.repo_path()?.display().to_string(),
+            repository: shown,
         });
     } else if !g.quiet {
-        println!(
-            "created larder repository {} at {}",
-            id.short(),
-            g.repo_path()?.display()
-        );
+        println!("created larder repository {} at {}", id.short(), shown);
         println!("repository id: {id}");
         println!("Losing your password (or identity) means losing your data: keep it safe.");
     }

@@ -2,7 +2,7 @@
 //! backend, the cache directory, and the credential (passphrase from the
 //! environment, a file, a command or a prompt; or an age identity).
 
-use crate::backend::LocalBackend;
+use crate::backend::{self, Backend, Location, RemoteOptions};
 use crate::error::{Error, Result};
 use crate::keys::{
     Credential, DEFAULT_WORK_FACTOR, INSECURE_TEST_KDF_VAR, NewKey, check_new_work_factor,
@@ -18,9 +18,25 @@ use std::sync::Arc;
 /// Global options shared by every command.
 #[derive(Args, Debug, Clone)]
 pub struct Global {
-    /// Repository location (a local directory).
+    /// Repository location: a local directory, `rest:http[s]://[user:pass@]host:port/path`,
+    /// `s3:https://host[:port]/bucket/prefix`, `s3:host/bucket/prefix` or
+    /// `s3:http://host:port/bucket/prefix` (see README, "Remote repositories").
     #[arg(short = 'r', long = "repo", env = "LARDER_REPOSITORY", global = true)]
     pub repo: Option<PathBuf>,
+    /// Requests in flight at once to a remote repository.
+    #[arg(long, env = "LARDER_CONNECTIONS", global = true, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub connections: u16,
+    /// Limit uploads to a remote repository to this many KiB/s.
+    #[arg(long, value_name = "KiB/s", env = "LARDER_LIMIT_UPLOAD", global = true)]
+    pub limit_upload: Option<u64>,
+    /// Limit downloads from a remote repository to this many KiB/s.
+    #[arg(
+        long,
+        value_name = "KiB/s",
+        env = "LARDER_LIMIT_DOWNLOAD",
+        global = true
+    )]
+    pub limit_download: Option<u64>,
     /// Read the repository passphrase from this file (first line).
     #[arg(long, env = "LARDER_PASSWORD_FILE", global = true)]
     pub password_file: Option<PathBuf>,
@@ -67,8 +83,12 @@ impl Global {
     }
 
     /// The storage backend for the repository location.
-    pub fn backend(&self) -> Result<Arc<LocalBackend>> {
-        Ok(Arc::new(LocalBackend::new(self.repo_path()?)))
+    pub fn backend(&self) -> Result<Arc<dyn Backend>> {
+        let mut opts = RemoteOptions::from_env()?;
+        opts.connections = usize::from(self.connections);
+        opts.limit_upload = self.limit_upload;
+        opts.limit_download = self.limit_download;
+        Ok(Arc::from(backend::open(&self.repo_path()?, &opts)?))
     }
 
     /// The cache directory in force.
@@ -161,11 +181,16 @@ impl Global {
 
     /// The location as recorded among known repositories: an absolute
     /// path, so the same repository reached from another directory is the
-    /// same entry.
+    /// same entry; a remote location without its password.
     pub fn location(&self) -> Result<String> {
         let p = self.repo_path()?;
-        let abs = std::path::absolute(&p).map_err(|e| Error::io(&p, e))?;
-        Ok(abs.display().to_string())
+        match Location::parse(&p)? {
+            Location::Local(l) => {
+                let abs = std::path::absolute(&l).map_err(|e| Error::io(&l, e))?;
+                Ok(abs.display().to_string())
+            }
+            remote => Ok(remote.display()),
+        }
     }
 
     /// The scrypt work factor for a new passphrase key: the knob, refused

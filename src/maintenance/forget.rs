@@ -125,6 +125,10 @@ struct Doomed {
 /// Runs `forget` on `repo` with `opts`: chooses the snapshots to remove,
 /// then (unless a dry run) removes them under a shared lock.
 pub fn forget(repo: &Repository, opts: &ForgetOptions) -> Result<ForgetReport> {
+    // An append-only repository refuses deletions: say so before anything.
+    if !opts.dry_run {
+        repo.backend().check_deletable()?;
+    }
     let lock = if opts.dry_run {
         None
     } else {

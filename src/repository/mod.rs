@@ -6,6 +6,7 @@
 
 mod config;
 mod repair;
+mod tree_cache;
 pub mod trust;
 
 pub use config::{Config, InitOptions, read_config};
@@ -40,6 +41,8 @@ pub struct Repository {
     /// Whether commands that only read take a shared lock (see
     /// [`Repository::lock_for_reading`]).
     lock_readers: AtomicBool,
+    /// Sealed tree blobs kept locally, for remote repositories.
+    tree_cache: Option<tree_cache::TreeCache>,
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/larder` or `~/.cache/larder`.
@@ -127,6 +130,10 @@ impl Repository {
         let dir = cache_dir.join(config.id.to_hex());
         let mut index = Index::open(&dir.join("index.sqlite"))?;
         let synced = index.sync(backend.as_ref(), &keys)?;
+        // Remote backends (those with connections) keep trees locally.
+        let tree_cache = backend
+            .connections()
+            .map(|_| tree_cache::TreeCache::new(dir.join("trees")));
         Ok(Repository {
             backend,
             keys,
@@ -135,6 +142,7 @@ impl Repository {
             key_id,
             index: Mutex::new(index),
             index_problems: synced.bad,
+            tree_cache,
             cache_dir: dir,
             lock_readers: AtomicBool::new(true),
         })
@@ -325,15 +333,32 @@ impl Repository {
             .ok_or_else(|| Error::MissingBlob(id.to_hex()))?;
         let e = loc.entry;
         let name = loc.pack.to_hex();
+        let what = format!("blob {id} in {}", Kind::Pack.path(&name));
+        let cache = self.tree_cache.as_ref().filter(|_| e.ty == BlobType::Tree);
+        if let Some(c) = cache
+            && let Some(b) = c.get(id, e.stored_len as usize)
+        {
+            match pack::open_blob(&self.keys, &what, &e, &b) {
+                Ok(plain) => return Ok(plain),
+                Err(_) => c.forget(id),
+            }
+        }
         let stored = self
             .backend
             .read_range(Kind::Pack, &name, e.offset, e.stored_len as u64)?;
-        pack::open_blob(
-            &self.keys,
-            &format!("blob {id} in {}", Kind::Pack.path(&name)),
-            &e,
-            &stored,
-        )
+        let plain = pack::open_blob(&self.keys, &what, &e, &stored)?;
+        if let Some(c) = cache {
+            c.put(id, &stored);
+        }
+        Ok(plain)
+    }
+
+    /// Keeps a tree blob just written (sealed) in the local tree cache, for
+    /// remote repositories; nothing for local ones.
+    pub fn keep_tree(&self, id: &Id, stored: &[u8]) {
+        if let Some(c) = &self.tree_cache {
+            c.put(id, stored);
+        }
     }
 
     /// Loads and decodes tree blob `id`.

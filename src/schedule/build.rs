@@ -6,15 +6,15 @@
 //! shows them all.
 
 use super::calendar::Schedule;
-use super::config::{Ctx, val};
+use super::paths::Env;
 use super::profile::{
     BackupOptions, Credential, DEFAULT_HOOK_TIMEOUT, DEFAULT_NICE, Hooks, Origin, Profile,
     Retention,
 };
-use super::raw::RawProfile;
-use super::retry::RetryPolicy;
+use super::raw::{RawProfile, line_of};
+use super::values::RetryPolicy;
 use super::values::{CheckSubset, IoNice, duration, keep_count};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 /// Collects the errors of one profile while converting its values.
@@ -266,4 +266,27 @@ fn source_path(ctx: &Ctx, s: &str) -> Result<PathBuf, String> {
     } else {
         Err(format!("path {s:?} must be absolute (or start with ~/)"))
     }
+}
+
+/// What reading the file needs besides its text.
+pub(crate) struct Ctx<'a> {
+    pub file: &'a Path,
+    pub text: &'a str,
+    pub env: &'a Env,
+}
+
+impl Ctx<'_> {
+    /// `FILE:LINE: MESSAGE` for byte offset `pos`.
+    pub fn at(&self, pos: usize, message: impl std::fmt::Display) -> String {
+        format!(
+            "{}:{}: {message}",
+            self.file.display(),
+            line_of(self.text, pos)
+        )
+    }
+}
+
+/// The inner value of an optional spanned value.
+pub(crate) fn val<T: Clone>(v: &Option<Spanned<T>>) -> Option<T> {
+    v.as_ref().map(|s| s.get_ref().clone())
 }

@@ -3,37 +3,19 @@
 //! check that credential files are private. Every error names the file and
 //! the line of the offending key (`larder.toml:12: unknown key ...`).
 
+use super::build::Ctx;
 use super::paths::Env;
 use super::profile::{Origin, Profile};
 use super::raw::{RawFile, RawProfile, line_of, suggest};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use toml::Spanned;
 
 /// Every profile of one configuration file.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub file: PathBuf,
     pub profiles: BTreeMap<String, Profile>,
-}
-
-/// What reading the file needs besides its text.
-pub(crate) struct Ctx<'a> {
-    pub file: &'a Path,
-    pub text: &'a str,
-    pub env: &'a Env,
-}
-
-impl Ctx<'_> {
-    /// `FILE:LINE: MESSAGE` for byte offset `pos`.
-    pub fn at(&self, pos: usize, message: impl std::fmt::Display) -> String {
-        format!(
-            "{}:{}: {message}",
-            self.file.display(),
-            line_of(self.text, pos)
-        )
-    }
 }
 
 impl Config {
@@ -204,11 +186,6 @@ fn build(
         Some(p) if b.errors.is_empty() => Ok(p),
         _ => Err(b.errors),
     }
-}
-
-/// The inner value of an optional spanned value.
-pub(crate) fn val<T: Clone>(v: &Option<Spanned<T>>) -> Option<T> {
-    v.as_ref().map(|s| s.get_ref().clone())
 }
 
 #[cfg(test)]

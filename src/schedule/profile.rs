@@ -3,10 +3,9 @@
 //! file's kebab-case names, as the view `larder config check` prints.
 
 use super::calendar::Schedule;
-use super::retry::RetryPolicy;
-use super::values::{CheckSubset, IoNice, duration_text};
+use super::values::{CheckSubset, IoNice, RetryPolicy, ser_duration};
 use crate::error::Error;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -170,9 +169,4 @@ impl Profile {
             self.name
         ))
     }
-}
-
-/// Writes a duration as the file would (`"15m"`).
-pub(crate) fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&duration_text(*d))
 }

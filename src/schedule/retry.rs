@@ -3,43 +3,9 @@
 //! not sleep and a stop request cuts the wait short.
 
 use super::clock::{Sleeper, StopFlag};
-use super::profile::ser_duration;
 use super::steps::{StepFailure, StepResult};
-use serde::Serialize;
+pub use super::values::RetryPolicy;
 use std::time::Duration;
-
-/// How often and how patiently a step is retried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub struct RetryPolicy {
-    /// Retries after the first attempt (0: never retry).
-    pub retries: u32,
-    /// The wait before the first retry; each later wait doubles.
-    #[serde(serialize_with = "ser_duration")]
-    pub delay: Duration,
-    /// The longest wait.
-    #[serde(serialize_with = "ser_duration")]
-    pub max_delay: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            retries: 3,
-            delay: Duration::from_secs(30),
-            max_delay: Duration::from_secs(10 * 60),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The backoff before retry number `k` (0-based), before jitter:
-    /// `delay * 2^k`, at most `max_delay`.
-    pub fn backoff(&self, k: u32) -> Duration {
-        let factor = 1u32.checked_shl(k.min(31)).unwrap_or(u32::MAX);
-        self.delay.saturating_mul(factor).min(self.max_delay)
-    }
-}
 
 /// A random wait in `[b/2, b]` ("equal jitter"), so that runs that failed
 /// together do not retry together.

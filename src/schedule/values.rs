@@ -1,9 +1,9 @@
 //! The small value types of a profile and their parsers: how much to check
 //! (`check-subset`), I/O and CPU priority (`ionice`, `nice`), retention
-//! counts, durations, and profile names. Parsers return a message; the
+//! counts, durations, retry policies, and profile names. Parsers return a message; the
 //! caller adds the file and line.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::time::Duration;
 
 /// How much pack data a scheduled `check` reads.
@@ -152,6 +152,44 @@ pub fn profile_name(name: &str) -> Result<(), String> {
             "profile name {name:?}: use up to 64 letters, digits, '-' and '_', starting with a letter or digit"
         ))
     }
+}
+
+/// How often and how patiently a step is retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0: never retry).
+    pub retries: u32,
+    /// The wait before the first retry; each later wait doubles.
+    #[serde(serialize_with = "ser_duration")]
+    pub delay: Duration,
+    /// The longest wait.
+    #[serde(serialize_with = "ser_duration")]
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            retries: 3,
+            delay: Duration::from_secs(30),
+            max_delay: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The backoff before retry number `k` (0-based), before jitter:
+    /// `delay * 2^k`, at most `max_delay`.
+    pub fn backoff(&self, k: u32) -> Duration {
+        let factor = 1u32.checked_shl(k.min(31)).unwrap_or(u32::MAX);
+        self.delay.saturating_mul(factor).min(self.max_delay)
+    }
+}
+
+/// Writes a duration as the file would (`"15m"`).
+pub(crate) fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&duration_text(*d))
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ mod forget_policy;
 mod hostile;
 mod locks;
 mod prune;
+mod remote;
+mod remote_sftp;
 mod repair_snapshots;
 mod repo_core;
 mod safety;

@@ -231,6 +231,10 @@ pub(crate) fn all_snapshot_roots(repo: &Repository) -> Result<Vec<(Id, String)>>
 
 /// Runs a prune.
 pub fn prune(repo: &Repository, opts: &PruneOptions) -> Result<PruneReport> {
+    // An append-only repository refuses deletions: say so before anything.
+    if !opts.dry_run {
+        repo.backend().check_deletable()?;
+    }
     let guard = repo.lock_maintenance()?;
     let lock = guard.handle();
     repo.sync_index()?;

@@ -1,0 +1,557 @@
+//! Remote repositories against real servers started here on 127.0.0.1:
+//! restic's REST protocol (`rclone serve restic`, plain and append-only)
+//! and S3 (moto's server, found through `LARDER_MOTO_SERVER`), the latter
+//! also behind a fault-injecting proxy written below. Missing tools fail
+//! the tests unless `LARDER_ALLOW_SKIP=1`.
+
+use crate::common::{self, PASS};
+use crate::support::{assert_same_tree, rand_bytes, run, write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const REST_PASS: &str = "Sup3rSecretRestPw";
+
+/// A server process, killed on drop.
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_port(port: u16, child: &mut Child) {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("server exited before listening on {port}: {st}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("nothing listens on 127.0.0.1:{port}");
+}
+
+/// Whether a missing tool may skip the test (prints why) instead of failing.
+fn skip(why: &str) -> bool {
+    if std::env::var_os("LARDER_ALLOW_SKIP").is_some_and(|v| v == "1") {
+        eprintln!("SKIP: {why}");
+        return true;
+    }
+    panic!("{why} (set LARDER_ALLOW_SKIP=1 to skip)");
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {cmd}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn start_rclone(dir: &Path, append_only: bool) -> Option<(Server, u16)> {
+    if !have("rclone") && skip("rclone is not installed (Debian package rclone)") {
+        return None;
+    }
+    let port = free_port();
+    let mut c = Command::new("rclone");
+    c.args(["serve", "restic", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["--user", "larder", "--pass", REST_PASS]);
+    if append_only {
+        c.arg("--append-only");
+    }
+    let mut child = c
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port, &mut child);
+    Some((Server { child }, port))
+}
+
+fn start_moto() -> Option<(Server, u16)> {
+    let exe = match std::env::var_os("LARDER_MOTO_SERVER") {
+        Some(p) if Path::new(&p).exists() => PathBuf::from(p),
+        _ => {
+            skip("LARDER_MOTO_SERVER does not name moto's moto_server (see .ci/run)");
+            return None;
+        }
+    };
+    let port = free_port();
+    let mut child = Command::new(exe)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port, &mut child);
+    // moto lets anyone create a bucket (objects need signed requests).
+    let resp = raw_http(
+        port,
+        "PUT /larder-test HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    Some((Server { child }, port))
+}
+
+fn raw_http(port: u16, req: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// One client machine: its own cache and state, the repository string and
+/// the environment it runs larder with.
+struct Client {
+    dir: tempfile::TempDir,
+    repo: String,
+    env: Vec<(String, String)>,
+}
+
+impl Client {
+    fn new(repo: &str, env: &[(&str, &str)]) -> Client {
+        Client {
+            dir: tempfile::tempdir().unwrap(),
+            repo: repo.to_string(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let cache = self.dir.path().join("cache");
+        let mut c = common::larder(Path::new(&self.repo), &cache);
+        c.env("XDG_CACHE_HOME", self.dir.path().join("xdg"))
+            .env("LARDER_RETRY_TIME", "60")
+            .env("LARDER_REQUEST_TIMEOUT", "20");
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        c.args(args);
+        c
+    }
+
+    /// Runs larder; checks the exit code and that no secret shows.
+    fn run(&self, args: &[&str], want: i32) -> (String, String) {
+        let (code, out, err) = run(self.cmd(args));
+        for secret in [REST_PASS, PASS, "s3cretKey"] {
+            assert!(
+                !out.contains(secret) && !err.contains(secret),
+                "larder {args:?} printed a secret\nstdout:\n{out}\nstderr:\n{err}"
+            );
+        }
+        assert_eq!(
+            code, want,
+            "larder {args:?} exited {code}\nstdout:\n{out}\nstderr:\n{err}"
+        );
+        (out, err)
+    }
+
+    fn snapshot_count(&self) -> usize {
+        let (out, _) = self.run(&["--json", "snapshots"], 0);
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        v.as_array().unwrap().len()
+    }
+}
+
+/// A tree worth several packs of chunks, some of it compressible.
+fn make_tree(root: &Path, big: usize) {
+    write(&root.join("big.bin"), &rand_bytes(1, big));
+    write(
+        &root.join("text/a.txt"),
+        "hello larder\n".repeat(5000).as_bytes(),
+    );
+    for i in 0..20u64 {
+        write(
+            &root.join(format!("many/f{i}.bin")),
+            &rand_bytes(100 + i, 1000 + (i as usize) * 777),
+        );
+    }
+    write(&root.join("empty"), b"");
+}
+
+/// init, backup, unchanged re-backup, restore, check --read-data, a second
+/// client with an empty cache, forget + prune.
+fn full_sequence(a: &Client, tree: &Path) {
+    a.run(&["init"], 0);
+    let src = tree.to_str().unwrap();
+    let (out, _) = a.run(&["--json", "backup", src], 0);
+    assert!(out.contains("snapshot"), "{out}");
+    let (out, _) = a.run(&["--json", "backup", src], 0);
+    let summary: serde_json::Value = serde_json::from_str(
+        out.lines()
+            .rev()
+            .find(|l| l.contains("data_added"))
+            .unwrap_or_else(|| panic!("{out}")),
+    )
+    .unwrap();
+    assert_eq!(
+        summary["data_added"], 0,
+        "an unchanged re-backup adds nothing: {out}"
+    );
+    assert_eq!(a.snapshot_count(), 2);
+
+    let target = a.dir.path().join("restored");
+    restore(&a, &tree, &target);
+    a.run(&["check", "--read-data"], 0);
+
+    // A second machine: empty cache, lists and restores.
+    let b = Client::new(
+        &a.repo,
+        &a.env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(b.snapshot_count(), 2);
+    let t2 = b.dir.path().join("restored");
+    restore(&b, &tree, &t2);
+
+    a.run(&["forget", "--keep-last", "1", "--prune"], 0);
+    assert_eq!(a.snapshot_count(), 1);
+    a.run(&["check", "--read-data"], 0);
+}
+
+/// Restores the latest snapshot of `tree` into `target`; checks the bytes.
+fn restore(c: &Client, tree: &Path, target: &Path) {
+    let what = format!("latest:{}", tree.display());
+    c.run(&["restore", &what, "--target", target.to_str().unwrap()], 0);
+    assert_same_tree(tree, target);
+}
+
+fn rest_repo(port: u16) -> String {
+    format!("rest:http://larder:{REST_PASS}@127.0.0.1:{port}/repo/")
+}
+
+#[test]
+fn rest_server_full_sequence() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_server, port)) = start_rclone(&d.path().join("served"), false) else {
+        return;
+    };
+    let tree = d.path().join("tree");
+    make_tree(&tree, 3 << 20);
+    let a = Client::new(&rest_repo(port), &[]);
+    full_sequence(&a, &tree);
+    // The objects are where restic's layout puts them.
+    assert!(d.path().join("served/repo/config").is_file());
+    assert!(d.path().join("served/repo/data").is_dir());
+}
+
+#[test]
+fn rest_append_only_backs_up_and_refuses_to_delete() {
+    let d = tempfile::tempdir().unwrap();
+    let served = d.path().join("served");
+    let Some((_server, port)) = start_rclone(&served, true) else {
+        return;
+    };
+    let tree = d.path().join("tree");
+    make_tree(&tree, 1 << 20);
+    let a = Client::new(&rest_repo(port), &[]);
+    a.run(&["init"], 0);
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    write(&tree.join("new.txt"), b"more");
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    assert_eq!(a.snapshot_count(), 2);
+    let before = walk(&served);
+    for args in [
+        &["prune"][..],
+        &["forget", "--keep-last", "1"][..],
+        &["forget", "--keep-last", "1", "--prune"][..],
+    ] {
+        let (_, err) = a.run(args, 1);
+        assert!(err.contains("append-only"), "{args:?}: {err}");
+        assert!(err.contains("nothing was changed"), "{args:?}: {err}");
+        assert!(err.contains("***"), "the location is shown redacted: {err}");
+    }
+    // Nothing deleted (locks come and go; everything else stays).
+    let after = walk(&served);
+    let no_locks = |v: &Vec<String>| -> Vec<String> {
+        v.iter()
+            .filter(|p| !p.contains("/locks/"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(no_locks(&before), no_locks(&after));
+    assert_eq!(a.snapshot_count(), 2);
+    // A dry run deletes nothing and is allowed.
+    a.run(&["forget", "--keep-last", "1", "--dry-run"], 0);
+    a.run(&["check"], 0);
+}
+
+fn walk(root: &Path) -> Vec<String> {
+    let mut v: Vec<String> = walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.path().display().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+fn s3_env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "s3cretKey"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ]
+}
+
+#[test]
+fn s3_full_sequence_and_resume_after_kill() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_server, port)) = start_moto() else {
+        return;
+    };
+    let tree = d.path().join("tree");
+    make_tree(&tree, 3 << 20);
+    let a = Client::new(
+        &format!("s3:http://127.0.0.1:{port}/larder-test/repo"),
+        &s3_env(),
+    );
+    full_sequence(&a, &tree);
+
+    // kill -9 in the middle of a slow backup of new data, then resume.
+    make_tree(&tree.join("second"), 40 << 20);
+    let mut c = a.cmd(&["--limit-upload", "8192", "backup", tree.to_str().unwrap()]);
+    let mut child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = child.wait();
+    assert_eq!(a.snapshot_count(), 1, "the killed backup left no snapshot");
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    assert_eq!(a.snapshot_count(), 2);
+    a.run(&["check", "--read-data"], 0);
+    let target = a.dir.path().join("after-kill");
+    restore(&a, &tree, &target);
+}
+
+/// A proxy in front of an HTTP server that fails a share of requests
+/// (500, 503 SlowDown, a reset connection, a stalled answer) and counts
+/// what it forwards.
+struct FaultProxy {
+    port: u16,
+    faults: Arc<AtomicBool>,
+    counts: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
+    seen: Arc<AtomicU64>,
+}
+
+impl FaultProxy {
+    fn start(upstream: u16) -> FaultProxy {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let p = FaultProxy {
+            port,
+            faults: Arc::new(AtomicBool::new(true)),
+            counts: Arc::default(),
+            seen: Arc::default(),
+        };
+        let (faults, counts, seen) = (p.faults.clone(), p.counts.clone(), p.seen.clone());
+        std::thread::spawn(move || {
+            for conn in l.incoming().flatten() {
+                let (faults, counts, seen) = (faults.clone(), counts.clone(), seen.clone());
+                std::thread::spawn(move || {
+                    let _ = serve(conn, upstream, &faults, &counts, &seen);
+                });
+            }
+        });
+        p
+    }
+
+    fn reset_counts(&self) {
+        self.counts.lock().unwrap().clear();
+    }
+
+    fn counts(&self) -> (u64, String) {
+        let c = self.counts.lock().unwrap();
+        let total = c.values().sum();
+        let text = c
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        (total, text)
+    }
+}
+
+/// Handles one client connection: request after request, each forwarded
+/// on a fresh upstream connection unless a fault is injected.
+fn serve(
+    conn: TcpStream,
+    upstream: u16,
+    faults: &AtomicBool,
+    counts: &Mutex<std::collections::BTreeMap<String, u64>>,
+    seen: &AtomicU64,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut client = conn;
+    loop {
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line)? == 0 {
+                return Ok(());
+            }
+            let end = line == "\r\n";
+            head.push(line);
+            if end {
+                break;
+            }
+        }
+        let len: usize = head
+            .iter()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        reader.read_exact(&mut body)?;
+        let method = head[0].split(' ').next().unwrap_or("?").to_string();
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        if faults.load(Ordering::SeqCst) {
+            let fault = match n % 10 {
+                3 => Some("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"),
+                6 => Some(
+                    "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: 64\r\n\r\n<Error><Code>SlowDown</Code><Message>Reduce</Message></Error>\n\n\n",
+                ),
+                8 => {
+                    // A reset: the connection dies with no answer.
+                    let _ = client.shutdown(Shutdown::Both);
+                    return Ok(());
+                }
+                _ if n % 37 == 11 => {
+                    // A stalled answer: longer than the request timeout.
+                    std::thread::sleep(Duration::from_secs(4));
+                    let _ = client.shutdown(Shutdown::Both);
+                    return Ok(());
+                }
+                _ => None,
+            };
+            if let Some(f) = fault {
+                client.write_all(f.as_bytes())?;
+                continue;
+            }
+        }
+        *counts.lock().unwrap().entry(method).or_default() += 1;
+        let mut up = TcpStream::connect(("127.0.0.1", upstream))?;
+        for l in &head {
+            let lower = l.to_ascii_lowercase();
+            if lower.starts_with("connection:") || l == "\r\n" {
+                continue;
+            }
+            up.write_all(l.as_bytes())?;
+        }
+        up.write_all(b"Connection: close\r\n\r\n")?;
+        up.write_all(&body)?;
+        let mut resp = Vec::new();
+        up.read_to_end(&mut resp)?;
+        client.write_all(&resp)?;
+        // The upstream answer may not say how long it is: one per connection.
+        let _ = client.shutdown(Shutdown::Both);
+        return Ok(());
+    }
+}
+
+#[test]
+fn s3_through_faults_completes_and_gives_up_clearly() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((server, port)) = start_moto() else {
+        return;
+    };
+    let proxy = FaultProxy::start(port);
+    let tree = d.path().join("tree");
+    make_tree(&tree, 2 << 20);
+    let mut env = s3_env();
+    env.push(("LARDER_REQUEST_TIMEOUT", "2"));
+    let repo = format!("s3:http://127.0.0.1:{}/larder-test/faulty", proxy.port);
+    let a = Client::new(&repo, &env);
+    a.run(&["init"], 0);
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    let target = a.dir.path().join("restored");
+    restore(&a, &tree, &target);
+    a.run(&["check", "--read-data"], 0);
+    assert!(
+        proxy.seen.load(Ordering::SeqCst) > 20,
+        "faults were injected"
+    );
+
+    // Request counts without faults: an unchanged re-backup and a restore.
+    proxy.faults.store(false, Ordering::SeqCst);
+    proxy.reset_counts();
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    let (n, what) = proxy.counts();
+    eprintln!("requests for an unchanged re-backup: {n} ({what})");
+    proxy.reset_counts();
+    let t2 = a.dir.path().join("restored2");
+    restore(&a, &tree, &t2);
+    let (n, what) = proxy.counts();
+    eprintln!("requests for a restore: {n} ({what})");
+
+    // The server gone for good: a clear failure within the retry budget.
+    drop(server);
+    let mut gone = Client::new(&repo, &env);
+    gone.env.push(("LARDER_RETRY_TIME".into(), "3".into()));
+    let (code, _out, err) = run(gone.cmd(&["snapshots"]));
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(&format!(
+            "s3:http://127.0.0.1:{}/larder-test/faulty",
+            proxy.port
+        )),
+        "{err}"
+    );
+    assert!(err.contains("config"), "names the object: {err}");
+    assert!(err.contains("gave up after"), "{err}");
+}
+
+#[test]
+fn rest_unreachable_names_server_and_object_without_the_password() {
+    let port = free_port();
+    let a = Client::new(&rest_repo(port), &[("LARDER_RETRY_TIME", "1")]);
+    let (code, out, err) = run(a.cmd(&["snapshots"]));
+    assert_ne!(code, 0);
+    assert!(
+        !out.contains(REST_PASS) && !err.contains(REST_PASS),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("rest:http://larder:***@127.0.0.1:{port}/repo/")),
+        "{err}"
+    );
+    assert!(err.contains("config"), "{err}");
+}
