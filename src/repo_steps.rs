@@ -112,18 +112,25 @@ fn first_line(text: &str) -> KeyCredential {
 pub struct RepoSteps {
     dirs: Dirs,
     repo: Option<Repository>,
+    /// What opening the repository warned about, told in the backup's report.
+    open_warnings: Vec<String>,
 }
 
 impl RepoSteps {
     /// Steps that will open each profile's repository with `dirs`.
     pub fn new(dirs: Dirs) -> Self {
-        RepoSteps { dirs, repo: None }
+        RepoSteps {
+            dirs,
+            repo: None,
+            open_warnings: Vec::new(),
+        }
     }
 
     fn repo(&mut self, profile: &Profile) -> std::result::Result<&Repository, StepFailure> {
         if self.repo.is_none() {
-            let (repo, _warnings) = open(profile, &self.dirs).map_err(StepFailure::from)?;
+            let (repo, warnings) = open(profile, &self.dirs).map_err(StepFailure::from)?;
             self.repo = Some(repo);
+            self.open_warnings = warnings;
         }
         self.repo
             .as_ref()
@@ -231,15 +238,25 @@ impl Steps for RepoSteps {
                 3,
             ));
         }
+        let mut message = format!(
+            "snapshot {} saved: {} new, {} changed, {} unmodified files; {} bytes added",
+            &id[..8.min(id.len())],
+            s.files_new,
+            s.files_changed,
+            s.files_unmodified,
+            s.data_added
+        );
+        let notes: Vec<String> = self
+            .open_warnings
+            .iter()
+            .chain(&res.notices)
+            .cloned()
+            .collect();
+        if !notes.is_empty() {
+            message.push_str(&format!("; note: {}", some_of(&notes)));
+        }
         Ok(StepReport {
-            message: format!(
-                "snapshot {} saved: {} new, {} changed, {} unmodified files; {} bytes added",
-                &id[..8.min(id.len())],
-                s.files_new,
-                s.files_changed,
-                s.files_unmodified,
-                s.data_added
-            ),
+            message,
             snapshot_id: Some(id),
             files_added: s.files_new + s.files_changed,
             bytes_added: s.data_added,
@@ -312,5 +329,71 @@ impl Steps for RepoSteps {
             "no errors in {} packs, {} snapshots; read {} packs",
             rep.packs, rep.snapshots, rep.packs_read
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{Config, Env};
+
+    fn profile(extra: &str) -> Profile {
+        let text = format!(
+            "[profile.p]\nrepository = \"/r\"\npassword-command = \"echo pw\"\npaths = [\"/data\"]\n{extra}\n"
+        );
+        Config::parse(&text, Path::new("/c.toml"), &Env::default())
+            .unwrap()
+            .profiles["p"]
+            .clone()
+    }
+
+    #[test]
+    fn retention_becomes_forgets_policy() {
+        let p =
+            profile("keep-last = 3\nkeep-yearly = -1\nkeep-within = \"2d\"\nkeep-tag = [\"a,b\"]");
+        let pol = policy(&p.retention).unwrap();
+        assert_eq!(pol.last, Count::Limit(3));
+        assert_eq!(pol.yearly, Count::Unlimited);
+        assert_eq!(pol.daily, Count::Off);
+        assert_eq!(pol.within, Duration::parse("2d").unwrap());
+        assert_eq!(pol.tags, vec![TagList::parse("a,b")]);
+    }
+
+    #[test]
+    fn only_local_repositories_open_for_now() {
+        let mut p = profile("");
+        p.repository = "sftp:host:/backup".into();
+        let dirs = Dirs {
+            cache: "/nonexistent/cache".into(),
+            state: "/nonexistent/state".into(),
+        };
+        let err = open(&p, &dirs).err().unwrap().to_string();
+        assert!(err.contains("only local repositories"), "{err}");
+        assert!(err.starts_with("/c.toml:2: profile p:"), "{err}");
+    }
+
+    #[test]
+    fn the_password_comes_from_the_profiles_own_source() {
+        let p = profile("");
+        match credential(&p).unwrap() {
+            KeyCredential::Passphrase(s) => {
+                use age::secrecy::ExposeSecret;
+                assert_eq!(s.expose_secret(), "pw");
+            }
+            KeyCredential::Identity(_) => panic!("a passphrase was configured"),
+        }
+        let mut bad = p.clone();
+        bad.credential = Credential::PasswordCommand("exit 3".into());
+        let err = credential(&bad).err().unwrap().to_string();
+        assert!(err.contains("password command failed"), "{err}");
+    }
+
+    #[test]
+    fn retention_applies_to_the_profiles_own_snapshots() {
+        let p = profile("host = \"laptop\"\ntags = [\"home\"]");
+        let f = own_snapshots(&p).unwrap();
+        assert_eq!(f.hosts, ["laptop"]);
+        assert_eq!(f.tags, ["home"]);
+        assert_eq!(f.paths, ["/data"]);
     }
 }

@@ -6,9 +6,14 @@
 use super::Global;
 use super::output::{print_json, safe};
 use super::profiles::Setup;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::repo_steps::RepoSteps;
+use crate::schedule::cycle::is_busy;
 use crate::schedule::{RunOutcome, RunRequest, RunSummary, run_profile};
+
+/// The exit code of a run refused because another run holds the profile
+/// (the code of a lock held by another process).
+const BUSY: i32 = 11;
 
 /// Run a profile's backup cycle now.
 #[derive(clap::Args, Debug)]
@@ -40,7 +45,14 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         if_due: a.if_due,
         wait: a.wait,
     };
-    match run_profile(&ctx, profile, req, &mut steps)? {
+    let outcome = match run_profile(&ctx, profile, req, &mut steps) {
+        Err(Error::Locked(why)) if is_busy(&Error::Locked(why.clone())) => {
+            eprintln!("larder: {} (--wait waits for it)", safe(&why));
+            return Ok(BUSY);
+        }
+        other => other?,
+    };
+    match outcome {
         RunOutcome::NotDue { next_due } => {
             if g.json {
                 print_json(&RunOutcome::NotDue { next_due });

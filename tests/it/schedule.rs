@@ -289,6 +289,20 @@ fn run_makes_a_snapshot_applies_retention_and_records_the_run() {
     }
 }
 
+/// `config check` names the file and line of an error and exits 1.
+#[test]
+fn config_check_names_the_line_of_an_error() {
+    let b = Bed::new();
+    b.configure(&[b.profile("home", "schedule = \"daily\"\nkeep-dialy = 7\n")]);
+    let (code, out, err) = b.larder(&["config", "check"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let want = format!("{}:7: unknown key `keep-dialy`", b.config.display());
+    assert!(err.contains(&want), "{err}");
+    let (code, _, err) = b.larder(&["run", "home"]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&want), "{err}");
+}
+
 /// A profile that worked and then fails (wrong password), and one whose
 /// repository is missing: `status` says `failing` with the error and exits
 /// non-zero, and `on-failure` runs with the run's facts in its environment.
@@ -648,7 +662,7 @@ fn schedule_install_writes_units_systemd_accepts_and_remove_removes_them() {
     assert_eq!((mtime(&service), mtime(&timer)), (m1, m2));
 
     match Command::new("systemd-analyze")
-        .arg("verify")
+        .args(["verify", "--man=no"])
         .args([&service, &timer])
         .output()
     {
