@@ -430,7 +430,8 @@ wait_port() {
 }
 s3_start() {
     S3_PORT=$(free_port); S3_RELAY=$(free_port)
-    "$MOTO" -H 127.0.0.1 -p "$S3_PORT" >"$T/moto.log" 2>&1 &
+    # Unbuffered, so the log holds every request the moment it is served.
+    PYTHONUNBUFFERED=1 "$MOTO" -H 127.0.0.1 -p "$S3_PORT" >"$T/moto.log" 2>&1 &
     S3_PID=$!
     rm -f "$T/relay.count"
     python3 scripts/tcp_count.py "$S3_RELAY" "$S3_PORT" "$T/relay.count" &
@@ -440,7 +441,7 @@ s3_start() {
     fi
 }
 s3_stop() { kill "$S3_PID" "$S3_RELAY_PID" 2>/dev/null || true; wait "$S3_PID" "$S3_RELAY_PID" 2>/dev/null || true; }
-s3_requests() { grep -cE '"(GET|PUT|POST|HEAD|DELETE) ' "$T/moto.log" || true; }
+s3_requests() { sleep 0.3; grep -cE '"(GET|PUT|POST|HEAD|DELETE) ' "$T/moto.log" || true; }
 s3_bytes() { sleep 0.5; cat "$T/relay.count" 2>/dev/null || echo "0 0"; }
 s3_mark() { S3_R0=$(s3_requests); read -r S3_U0 S3_D0 < <(s3_bytes); }
 s3_delta() {
