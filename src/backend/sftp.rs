@@ -131,6 +131,12 @@ impl std::fmt::Display for SftpTarget {
     }
 }
 
+/// What an upload reads from: it starts again from the beginning when a
+/// stale session is replaced.
+trait ReadSeek: Read + Seek {}
+
+impl<T: Read + Seek> ReadSeek for T {}
+
 /// A failure inside a session's work: from the protocol, or larder's own.
 enum Fail {
     Sftp(SftpError),
@@ -268,25 +274,29 @@ impl SftpBackend {
     }
 
     /// A session from the pool, a new one if fewer than the maximum run,
-    /// or else the next one handed back.
-    fn lease(&self) -> SResult<Lease<'_>> {
+    /// or else the next one handed back; and whether it was used before.
+    fn lease(&self) -> SResult<(Lease<'_>, bool)> {
         let mut st = self.lock_pool();
         loop {
             if let Some(s) = st.idle.pop() {
-                return Ok(Lease {
+                let lease = Lease {
                     backend: self,
                     session: Some(s),
-                });
+                };
+                return Ok((lease, true));
             }
             if st.live < self.max_sessions {
                 st.live += 1;
                 drop(st);
                 let (cmd, what) = self.command();
                 return match Session::start(cmd, &what, self.timeout) {
-                    Ok(s) => Ok(Lease {
-                        backend: self,
-                        session: Some(s),
-                    }),
+                    Ok(s) => Ok((
+                        Lease {
+                            backend: self,
+                            session: Some(s),
+                        },
+                        false,
+                    )),
                     Err(e) => {
                         self.lock_pool().live -= 1;
                         self.pool_cv.notify_one();
@@ -299,16 +309,26 @@ impl SftpBackend {
     }
 
     /// Runs `f` on a session; an SFTP error becomes an error naming
-    /// `object` and this repository.
-    fn with<T>(&self, object: &str, f: impl FnOnce(&mut Session) -> FResult<T>) -> Result<T> {
-        let mut lease = self.lease().map_err(|e| self.obj_err(object, e))?;
-        let Some(s) = lease.session.as_mut() else {
-            return Err(Error::internal("an empty SFTP lease"));
-        };
-        match f(s) {
-            Ok(v) => Ok(v),
-            Err(Fail::Sftp(e)) => Err(self.obj_err(object, e)),
-            Err(Fail::Larder(e)) => Err(e),
+    /// `object` and this repository. A session from the pool that turns
+    /// out to be gone (the server dropped an idle connection) is replaced
+    /// by a new one and `f` runs again, once; a new session that fails is
+    /// reported at once.
+    fn with<T>(&self, object: &str, mut f: impl FnMut(&mut Session) -> FResult<T>) -> Result<T> {
+        let mut retried = false;
+        loop {
+            let (mut lease, reused) = self.lease().map_err(|e| self.obj_err(object, e))?;
+            let Some(s) = lease.session.as_mut() else {
+                return Err(Error::internal("an empty SFTP lease"));
+            };
+            return match f(s) {
+                Ok(v) => Ok(v),
+                Err(Fail::Sftp(SftpError::Transport(_))) if reused && !retried && s.is_dead() => {
+                    retried = true;
+                    continue;
+                }
+                Err(Fail::Sftp(e)) => Err(self.obj_err(object, e)),
+                Err(Fail::Larder(e)) => Err(e),
+            };
         }
     }
 
@@ -339,7 +359,7 @@ impl SftpBackend {
 
     /// Uploads `src` as object `name` (see the module comment). Returns
     /// whether it was created (false: the name existed).
-    fn upload(&self, kind: Kind, name: &str, src: &mut dyn Read) -> Result<()> {
+    fn upload(&self, kind: Kind, name: &str, src: &mut dyn ReadSeek) -> Result<()> {
         let target = self.object_path(kind, name)?;
         let object = kind.path(name);
         let dir = match target.rfind('/') {
@@ -350,6 +370,8 @@ impl SftpBackend {
         crate::crypto::fill_random(&mut rnd)?;
         let tmp = format!("{dir}/{TMP_PREFIX}{}", hex::encode(rnd));
         let created = self.with(&object, |s| {
+            // From the start on every attempt.
+            src.rewind().map_err(SftpError::Local)?;
             let flags = proto::FXF_WRITE | proto::FXF_CREAT | proto::FXF_EXCL;
             let h = match s.open(&tmp, flags, 0o600) {
                 Err(e) if e.is_not_found() && kind == Kind::Pack => {
@@ -359,14 +381,15 @@ impl SftpBackend {
                 }
                 r => r?,
             };
-            let res = write_and_close(s, &h, src).and_then(|()| match s.rename(&tmp, &target) {
-                Ok(()) => Ok(true),
-                Err(e @ SftpError::Status { .. }) => match s.lstat(&target) {
-                    Ok(_) => Ok(false),
-                    Err(_) => Err(e),
-                },
-                Err(e) => Err(e),
-            });
+            let res =
+                write_and_close(s, &h, &mut *src).and_then(|()| match s.rename(&tmp, &target) {
+                    Ok(()) => Ok(true),
+                    Err(e @ SftpError::Status { .. }) => match s.lstat(&target) {
+                        Ok(_) => Ok(false),
+                        Err(_) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                });
             if !matches!(res, Ok(true)) && !s.is_dead() {
                 let _ = s.remove(&tmp);
             }
@@ -634,7 +657,7 @@ impl Backend for SftpBackend {
     }
 
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()> {
-        self.upload(kind, name, &mut &data[..])
+        self.upload(kind, name, &mut std::io::Cursor::new(data))
     }
 
     /// A local temporary file (TMPDIR), uploaded at commit.
@@ -661,13 +684,12 @@ impl Backend for SftpBackend {
             Staged::Memory(v) => return self.write(kind, name, &v),
             Staged::File(f) => f,
         };
-        let Some(mut file) = staged.file.take() else {
+        let Some(file) = staged.file.take() else {
             return Err(Error::internal(format!(
                 "{} is closed",
                 staged.path.display()
             )));
         };
-        file.rewind().map_err(|e| Error::io(&staged.path, e))?;
         let res = self.upload(kind, name, &mut std::io::BufReader::new(file));
         drop(staged); // removes the local file
         res

@@ -592,7 +592,7 @@ fn sftp_unreachable_server_fails_clearly() {
     assert!(err.contains("Connection refused"), "{err}");
     assert!(err.contains(&format!("sftp:{}", sshd.spec())), "{err}");
     assert!(err.contains("exited with exit status: 255"), "{err}");
-    eprintln!("unreachable server reported after {took:?}");
+    eprintln!("unreachable server reported after {took:?}: {err}");
 
     // A command that is not an SFTP server at all: a clear protocol error.
     let mut c = sshd.larder(&cache);
@@ -606,4 +606,50 @@ fn sftp_unreachable_server_fails_clearly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("is the remote shell printing text?"), "{err}");
+}
+
+/// The ssh under a session dies (killed): the next request runs on a new
+/// session and succeeds; once no new session can connect either (sshd is
+/// gone), the request fails with ssh's reason instead of hanging.
+#[test]
+fn sftp_dead_ssh_is_replaced_or_reported() {
+    if !tools_present("sftp_dead_ssh_is_replaced_or_reported") {
+        return;
+    }
+    let mut sshd = Sshd::start();
+    let pids = sshd.dir.path().join("ssh.pids");
+    let line = format!("echo $$ >> {}; {}", pids.display(), sshd.command());
+    let b = SftpBackend::new(SftpTarget::parse(&sshd.spec()).unwrap())
+        .unwrap()
+        .with_command(&line);
+    b.create().unwrap();
+    b.write(Kind::Snapshot, "s", b"kept").unwrap();
+    let ssh_pids = || -> Vec<i32> {
+        fs::read_to_string(&pids)
+            .unwrap()
+            .lines()
+            .map(|l| l.trim().parse().unwrap())
+            .collect()
+    };
+    let kill = |pid: i32| {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap()
+    };
+    assert_eq!(ssh_pids().len(), 1, "one session for sequential requests");
+    kill(ssh_pids()[0]);
+    assert_eq!(b.read_bounded(Kind::Snapshot, "s", 10).unwrap(), b"kept");
+    assert_eq!(ssh_pids().len(), 2, "the dead session was replaced");
+
+    // No server any more: the listener stops, the live session is killed.
+    let _ = sshd.child.kill();
+    let _ = sshd.child.wait();
+    kill(ssh_pids()[1]);
+    let e = b.read_bounded(Kind::Snapshot, "s", 10).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("repository object snapshots/s"), "{msg}");
+    assert!(msg.contains("Connection refused"), "{msg}");
+    assert_eq!(ssh_pids().len(), 3);
 }

@@ -94,6 +94,9 @@ pub struct Session {
     next_id: u32,
     fsync_ext: bool,
     dead: bool,
+    /// The child has been waited for: its pid (and process group id) may
+    /// belong to another process now, so no signal goes there any more.
+    reaped: bool,
     timeout: Duration,
     /// What was started, for messages ("ssh", "LARDER_SFTP_COMMAND").
     what: String,
@@ -149,6 +152,7 @@ impl Session {
             next_id: 1,
             fsync_ext: false,
             dead: false,
+            reaped: false,
             timeout,
             what: what.to_string(),
         };
@@ -190,7 +194,10 @@ impl Session {
         let deadline = Instant::now() + Duration::from_secs(2);
         let status = loop {
             match self.child.try_wait() {
-                Ok(Some(s)) => break Some(s),
+                Ok(Some(s)) => {
+                    self.reaped = true;
+                    break Some(s);
+                }
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(20))
                 }
@@ -229,6 +236,11 @@ impl Session {
     }
 
     fn kill(&mut self) {
+        if self.reaped {
+            return;
+        }
+        // The whole group (a shell's ssh too), while the child's pid is
+        // still reserved for it (not yet waited for).
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(pid),
@@ -237,6 +249,7 @@ impl Session {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.reaped = true;
     }
 
     fn wait_for(&mut self, flags: PollFlags, reading: bool) -> SResult<()> {
