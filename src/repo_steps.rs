@@ -2,15 +2,16 @@
 //! schedule's [`Steps`] with the real library calls (backup, forget with
 //! the profile's retention, prune, a check reading the profile's subset),
 //! against the profile's own repository and credentials. [`open`] is the
-//! one place a profile's repository location becomes an open repository:
-//! only local directories today; other backends plug in there.
+//! one place a profile's repository location becomes an open repository,
+//! through the same repository strings as the command line (a directory,
+//! `sftp:`, `rest:`, `s3:`).
 //!
 //! It sits below [`crate::maintenance`] (it calls forget and prune) and
 //! above the CLI, which only builds a [`RepoSteps`] and hands it to the
 //! run cycle or the daemon.
 
 use crate::archiver::{self, BackupOptions};
-use crate::backend::LocalBackend;
+use crate::backend::{self, Backend, LocalBackend, Location, RemoteOptions};
 use crate::check::rotation::DataSubset;
 use crate::check::{self, CheckOptions};
 use crate::error::{Error, Result};
@@ -42,32 +43,29 @@ pub struct Dirs {
 /// is the repository this user opened at this location before. Returns
 /// the repository and the warnings opening it produced.
 pub fn open(profile: &Profile, dirs: &Dirs) -> Result<(Repository, Vec<String>)> {
-    let location = &profile.repository;
-    if let Some((scheme, _)) = location.split_once(':')
-        && !scheme.contains('/')
-        && scheme.len() > 1
-    {
-        return Err(profile.error_at(
-            "repository",
-            format!("{location}: only local repositories (a directory path) are supported for now"),
-        ));
-    }
-    let path = std::path::absolute(location).map_err(|e| Error::io(Path::new(location), e))?;
+    let given = Path::new(&profile.repository);
+    let at = |e: Error| profile.error_at("repository", e.to_string());
+    // The location as known repositories record it, the same string the
+    // command line records: an absolute path, or the remote location
+    // without its password.
+    let (store, shown): (Arc<dyn Backend>, String) = match Location::parse(given).map_err(at)? {
+        Location::Local(l) => {
+            let path = std::path::absolute(&l).map_err(|e| Error::io(&l, e))?;
+            let shown = path.display().to_string();
+            (Arc::new(LocalBackend::new(&path)), shown)
+        }
+        remote => {
+            let opts = RemoteOptions::from_env()?;
+            let store = backend::open(given, &opts).map_err(at)?;
+            (Arc::from(store), remote.display())
+        }
+    };
     let cred = credential(profile)?;
     let mut warnings = Vec::new();
-    let repo = Repository::open_reporting(
-        Arc::new(LocalBackend::new(&path)),
-        &cred,
-        &dirs.cache,
-        &mut warnings,
-    )?;
+    let repo = Repository::open_reporting(store, &cred, &dirs.cache, &mut warnings)?;
     warnings.extend(repo.index_problems().iter().cloned());
     repo.set_lock_readers(true);
-    KnownRepositories::in_dir(&dirs.state).verify(
-        &path.display().to_string(),
-        &repo.identity(),
-        false,
-    )?;
+    KnownRepositories::in_dir(&dirs.state).verify(&shown, &repo.identity(), false)?;
     Ok((repo, warnings))
 }
 
@@ -360,16 +358,22 @@ mod tests {
     }
 
     #[test]
-    fn only_local_repositories_open_for_now() {
-        let mut p = profile("");
-        p.repository = "sftp:host:/backup".into();
+    fn remote_repository_strings_reach_the_backends_and_errors_name_the_line() {
         let dirs = Dirs {
             cache: "/nonexistent/cache".into(),
             state: "/nonexistent/state".into(),
         };
+        let mut p = profile("");
+        // Parsed as SFTP and refused by the backend, before any connection.
+        p.repository = "sftp://me@host:2222//backup".into();
         let err = open(&p, &dirs).err().unwrap().to_string();
-        assert!(err.contains("only local repositories"), "{err}");
         assert!(err.starts_with("/c.toml:2: profile p:"), "{err}");
+        assert!(err.contains("~/.ssh/config"), "{err}");
+        // A remote string that does not parse names the profile's line too.
+        p.repository = "rest:ftp://host/x".into();
+        let err = open(&p, &dirs).err().unwrap().to_string();
+        assert!(err.starts_with("/c.toml:2: profile p:"), "{err}");
+        assert!(err.contains("rest:"), "{err}");
     }
 
     #[test]
