@@ -216,7 +216,7 @@ fn full_sequence(a: &Client, tree: &Path) {
     assert_eq!(a.snapshot_count(), 2);
 
     let target = a.dir.path().join("restored");
-    restore(&a, &tree, &target);
+    restore(a, tree, &target);
     a.run(&["check", "--read-data"], 0);
 
     // A second machine: empty cache, lists and restores.
@@ -229,7 +229,7 @@ fn full_sequence(a: &Client, tree: &Path) {
     );
     assert_eq!(b.snapshot_count(), 2);
     let t2 = b.dir.path().join("restored");
-    restore(&b, &tree, &t2);
+    restore(&b, tree, &t2);
 
     a.run(&["forget", "--keep-last", "1", "--prune"], 0);
     assert_eq!(a.snapshot_count(), 1);
@@ -345,6 +345,10 @@ fn s3_full_sequence_and_resume_after_kill() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the backup was still running when killed"
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -367,6 +371,7 @@ struct FaultProxy {
     faults: Arc<AtomicBool>,
     counts: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
     seen: Arc<AtomicU64>,
+    injected: Arc<AtomicU64>,
 }
 
 impl FaultProxy {
@@ -378,13 +383,16 @@ impl FaultProxy {
             faults: Arc::new(AtomicBool::new(true)),
             counts: Arc::default(),
             seen: Arc::default(),
+            injected: Arc::default(),
         };
-        let (faults, counts, seen) = (p.faults.clone(), p.counts.clone(), p.seen.clone());
+        let (faults, counts) = (p.faults.clone(), p.counts.clone());
+        let (seen, injected) = (p.seen.clone(), p.injected.clone());
         std::thread::spawn(move || {
             for conn in l.incoming().flatten() {
-                let (faults, counts, seen) = (faults.clone(), counts.clone(), seen.clone());
+                let (faults, counts) = (faults.clone(), counts.clone());
+                let (seen, injected) = (seen.clone(), injected.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(conn, upstream, &faults, &counts, &seen);
+                    let _ = serve(conn, upstream, &faults, &counts, (&seen, &injected));
                 });
             }
         });
@@ -414,7 +422,7 @@ fn serve(
     upstream: u16,
     faults: &AtomicBool,
     counts: &Mutex<std::collections::BTreeMap<String, u64>>,
-    seen: &AtomicU64,
+    (seen, injected): (&AtomicU64, &AtomicU64),
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut client = conn;
@@ -443,6 +451,9 @@ fn serve(
         reader.read_exact(&mut body)?;
         let method = head[0].split(' ').next().unwrap_or("?").to_string();
         let n = seen.fetch_add(1, Ordering::SeqCst);
+        if faults.load(Ordering::SeqCst) && (matches!(n % 10, 3 | 6 | 8) || n % 37 == 11) {
+            injected.fetch_add(1, Ordering::SeqCst);
+        }
         if faults.load(Ordering::SeqCst) {
             let fault = match n % 10 {
                 3 => Some("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"),
@@ -496,6 +507,14 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     let proxy = FaultProxy::start(port);
     let tree = d.path().join("tree");
     make_tree(&tree, 2 << 20);
+    // Many directories, so that trees are many requests if fetched one by one.
+    const DIRS: u64 = 80;
+    for i in 0..DIRS {
+        write(
+            &tree.join(format!("dirs/d{}/e{i}/f.txt", i % 8)),
+            format!("file {i}\n").as_bytes(),
+        );
+    }
     let mut env = s3_env();
     env.push(("LARDER_REQUEST_TIMEOUT", "2"));
     let repo = format!("s3:http://127.0.0.1:{}/larder-test/faulty", proxy.port);
@@ -505,10 +524,12 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     let target = a.dir.path().join("restored");
     restore(&a, &tree, &target);
     a.run(&["check", "--read-data"], 0);
-    assert!(
-        proxy.seen.load(Ordering::SeqCst) > 20,
-        "faults were injected"
+    let injected = proxy.injected.load(Ordering::SeqCst);
+    eprintln!(
+        "{injected} faults injected in {} requests",
+        proxy.seen.load(Ordering::SeqCst)
     );
+    assert!(injected >= 10, "faults were injected and survived");
 
     // Request counts without faults: an unchanged re-backup and a restore.
     proxy.faults.store(false, Ordering::SeqCst);
@@ -516,11 +537,26 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     a.run(&["backup", tree.to_str().unwrap()], 0);
     let (n, what) = proxy.counts();
     eprintln!("requests for an unchanged re-backup: {n} ({what})");
+    assert!(
+        n < DIRS,
+        "the parent's trees come from the local cache, not one request each: {n} ({what})"
+    );
     proxy.reset_counts();
     let t2 = a.dir.path().join("restored2");
     restore(&a, &tree, &t2);
     let (n, what) = proxy.counts();
     eprintln!("requests for a restore: {n} ({what})");
+    // A second machine, empty cache: its first re-backup fetches the trees.
+    let b = Client::new(&repo, &env);
+    proxy.reset_counts();
+    b.run(&["backup", tree.to_str().unwrap()], 0);
+    let (n, what) = proxy.counts();
+    eprintln!("requests for a re-backup with an empty cache: {n} ({what})");
+    proxy.reset_counts();
+    b.run(&["backup", tree.to_str().unwrap()], 0);
+    let (n, what) = proxy.counts();
+    eprintln!("requests for its next re-backup: {n} ({what})");
+    assert!(n < DIRS, "{n} ({what})");
 
     // The server gone for good: a clear failure within the retry budget.
     drop(server);
@@ -537,6 +573,7 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     );
     assert!(err.contains("config"), "names the object: {err}");
     assert!(err.contains("gave up after"), "{err}");
+    eprintln!("with the server gone: {err}");
 }
 
 #[test]
