@@ -145,7 +145,12 @@ impl Client {
     fn cmd(&self, args: &[&str]) -> Command {
         let cache = self.dir.path().join("cache");
         let mut c = common::larder(Path::new(&self.repo), &cache);
+        // Packs wait for upload in TMPDIR: not beside the backed-up tree,
+        // whose parent directories' times would change between backups.
+        let tmp = self.dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
         c.env("XDG_CACHE_HOME", self.dir.path().join("xdg"))
+            .env("TMPDIR", &tmp)
             .env("LARDER_RETRY_TIME", "60")
             .env("LARDER_REQUEST_TIMEOUT", "20");
         for (k, v) in &self.env {
@@ -415,6 +420,26 @@ impl FaultProxy {
     }
 }
 
+/// "GET packs", "PUT locks", "LIST index": the method and the kind of
+/// object of an S3 request line (bucket, then the prefix, then the kind).
+fn request_kind(line: &str) -> String {
+    let mut parts = line.split(' ');
+    let method = parts.next().unwrap_or("?");
+    let target = parts.next().unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if query.contains("list-type") {
+        let kind = query
+            .split('&')
+            .find_map(|q| q.strip_prefix("prefix="))
+            .map(|p| p.replace("%2F", "/"))
+            .and_then(|p| p.split('/').nth(1).map(str::to_string))
+            .unwrap_or_default();
+        return format!("LIST {kind}");
+    }
+    let kind = path.split('/').nth(3).unwrap_or("config");
+    format!("{method} {kind}")
+}
+
 /// Handles one client connection: request after request, each forwarded
 /// on a fresh upstream connection unless a fault is injected.
 fn serve(
@@ -449,7 +474,7 @@ fn serve(
             .unwrap_or(0);
         let mut body = vec![0u8; len];
         reader.read_exact(&mut body)?;
-        let method = head[0].split(' ').next().unwrap_or("?").to_string();
+        let method = request_kind(&head[0]);
         let n = seen.fetch_add(1, Ordering::SeqCst);
         if faults.load(Ordering::SeqCst) && (matches!(n % 10, 3 | 6 | 8) || n % 37 == 11) {
             injected.fetch_add(1, Ordering::SeqCst);
