@@ -68,13 +68,13 @@ impl Staged {
     }
 }
 
-/// Stages an object in a file of the system's temporary directory, removed
-/// when dropped (remote backends: a pack waiting for its upload costs disk,
-/// not memory).
-pub(crate) fn stage_in_temp() -> Result<Staged> {
+/// Stages an object in a file of `dir`, removed when dropped (remote
+/// backends: a pack waiting for its upload costs disk, not memory).
+pub(crate) fn stage_in_temp(dir: &std::path::Path) -> Result<Staged> {
     let mut rnd = [0u8; 8];
     crate::crypto::fill_random(&mut rnd)?;
-    let path = std::env::temp_dir().join(format!("larder-staged-{}", hex::encode(rnd)));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let path = dir.join(format!("larder-staged-{}", hex::encode(rnd)));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

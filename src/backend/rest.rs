@@ -331,7 +331,7 @@ impl Backend for RestBackend {
     /// Packs wait for their upload in a temporary file.
     fn stage(&self, kind: Kind) -> Result<super::Staged> {
         match kind {
-            Kind::Pack => super::stage_in_temp(),
+            Kind::Pack => super::stage_in_temp(&self.http.stage_dir),
             _ => Ok(super::Staged::Memory(Vec::new())),
         }
     }

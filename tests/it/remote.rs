@@ -89,7 +89,9 @@ fn start_rclone(dir: &Path, append_only: bool) -> Option<(Server, u16)> {
     Some((Server { child }, port))
 }
 
-fn start_moto() -> Option<(Server, u16)> {
+/// moto's server, its temporary files in `tmp` (not in /tmp, a parent of
+/// the backed-up trees, whose times would change between backups).
+fn start_moto(tmp: &Path) -> Option<(Server, u16)> {
     let exe = match std::env::var_os("LARDER_MOTO_SERVER") {
         Some(p) if Path::new(&p).exists() => PathBuf::from(p),
         _ => {
@@ -98,8 +100,10 @@ fn start_moto() -> Option<(Server, u16)> {
         }
     };
     let port = free_port();
+    std::fs::create_dir_all(tmp).unwrap();
     let mut child = Command::new(exe)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .env("TMPDIR", tmp)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -145,12 +149,7 @@ impl Client {
     fn cmd(&self, args: &[&str]) -> Command {
         let cache = self.dir.path().join("cache");
         let mut c = common::larder(Path::new(&self.repo), &cache);
-        // Packs wait for upload in TMPDIR: not beside the backed-up tree,
-        // whose parent directories' times would change between backups.
-        let tmp = self.dir.path().join("tmp");
-        std::fs::create_dir_all(&tmp).unwrap();
         c.env("XDG_CACHE_HOME", self.dir.path().join("xdg"))
-            .env("TMPDIR", &tmp)
             .env("LARDER_RETRY_TIME", "60")
             .env("LARDER_REQUEST_TIMEOUT", "20");
         for (k, v) in &self.env {
@@ -330,7 +329,7 @@ fn s3_env() -> Vec<(&'static str, &'static str)> {
 #[test]
 fn s3_full_sequence_and_resume_after_kill() {
     let d = tempfile::tempdir().unwrap();
-    let Some((_server, port)) = start_moto() else {
+    let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
         return;
     };
     let tree = d.path().join("tree");
@@ -526,7 +525,7 @@ fn serve(
 #[test]
 fn s3_through_faults_completes_and_gives_up_clearly() {
     let d = tempfile::tempdir().unwrap();
-    let Some((server, port)) = start_moto() else {
+    let Some((server, port)) = start_moto(&d.path().join("moto-tmp")) else {
         return;
     };
     let proxy = FaultProxy::start(port);
