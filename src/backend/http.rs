@@ -31,6 +31,9 @@ pub struct RemoteOptions {
     pub limit_download: Option<u64>,
     pub retry: RetryPolicy,
     pub timeout: Duration,
+    /// Where packs wait for their upload (the cache directory, which
+    /// backups skip; by default the system's temporary directory).
+    pub stage_dir: std::path::PathBuf,
 }
 
 impl RemoteOptions {
@@ -57,6 +60,7 @@ impl RemoteOptions {
             limit_download: None,
             retry: RetryPolicy::from_env()?,
             timeout,
+            stage_dir: std::env::temp_dir(),
         })
     }
 }
@@ -130,6 +134,8 @@ pub struct Http {
     pub location: String,
     requests: AtomicU64,
     connections: usize,
+    /// See [`RemoteOptions::stage_dir`].
+    pub stage_dir: std::path::PathBuf,
 }
 
 /// A response whose status the backend interprets.
@@ -161,6 +167,7 @@ impl Http {
             location,
             requests: AtomicU64::new(0),
             connections: opts.connections.max(1),
+            stage_dir: opts.stage_dir.clone(),
         }
     }
 

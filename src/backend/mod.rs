@@ -70,6 +70,46 @@ impl Staged {
     }
 }
 
+/// Stages an object in a file of `dir`, removed when dropped (remote
+/// backends: a pack waiting for its upload costs disk, not memory).
+pub(crate) fn stage_in_temp(dir: &std::path::Path) -> Result<Staged> {
+    let mut rnd = [0u8; 8];
+    crate::crypto::fill_random(&mut rnd)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let path = dir.join(format!("larder-staged-{}", hex::encode(rnd)));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    Ok(Staged::File(StagedFile {
+        file: Some(file),
+        path,
+    }))
+}
+
+/// The bytes of a staged object, read back from its file if it has one
+/// (the file is removed when `staged` is dropped).
+pub(crate) fn staged_bytes(staged: Staged) -> Result<Vec<u8>> {
+    use std::io::Seek;
+    match staged {
+        Staged::Memory(v) => Ok(v),
+        Staged::File(mut f) => {
+            let path = f.path.clone();
+            let mut file = f
+                .file
+                .take()
+                .ok_or_else(|| Error::internal(format!("{} is closed", path.display())))?;
+            let mut v = Vec::new();
+            file.seek(std::io::SeekFrom::Start(0))
+                .and_then(|_| file.read_to_end(&mut v))
+                .map_err(|e| Error::io(&path, e))?;
+            Ok(v)
+        }
+    }
+}
+
 /// The kinds of object a repository holds, each in its own namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {

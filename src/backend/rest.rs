@@ -328,6 +328,18 @@ impl Backend for RestBackend {
         }
     }
 
+    /// Packs wait for their upload in a temporary file.
+    fn stage(&self, kind: Kind) -> Result<super::Staged> {
+        match kind {
+            Kind::Pack => super::stage_in_temp(&self.http.stage_dir),
+            _ => Ok(super::Staged::Memory(Vec::new())),
+        }
+    }
+
+    fn commit(&self, kind: Kind, name: &str, staged: super::Staged) -> Result<()> {
+        self.write(kind, name, &super::staged_bytes(staged)?)
+    }
+
     fn connections(&self) -> Option<usize> {
         Some(self.http.connections())
     }

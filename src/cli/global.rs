@@ -88,6 +88,8 @@ impl Global {
         opts.connections = usize::from(self.connections);
         opts.limit_upload = self.limit_upload;
         opts.limit_download = self.limit_download;
+        // Inside the cache root, whose CACHEDIR.TAG keeps it out of backups.
+        opts.stage_dir = self.cache_dir().join("staging");
         Ok(Arc::from(backend::open(&self.repo_path()?, &opts)?))
     }
 

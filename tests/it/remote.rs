@@ -89,7 +89,9 @@ fn start_rclone(dir: &Path, append_only: bool) -> Option<(Server, u16)> {
     Some((Server { child }, port))
 }
 
-fn start_moto() -> Option<(Server, u16)> {
+/// moto's server, its temporary files in `tmp` (not in /tmp, a parent of
+/// the backed-up trees, whose times would change between backups).
+fn start_moto(tmp: &Path) -> Option<(Server, u16)> {
     let exe = match std::env::var_os("LARDER_MOTO_SERVER") {
         Some(p) if Path::new(&p).exists() => PathBuf::from(p),
         _ => {
@@ -98,8 +100,10 @@ fn start_moto() -> Option<(Server, u16)> {
         }
     };
     let port = free_port();
+    std::fs::create_dir_all(tmp).unwrap();
     let mut child = Command::new(exe)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .env("TMPDIR", tmp)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -216,7 +220,7 @@ fn full_sequence(a: &Client, tree: &Path) {
     assert_eq!(a.snapshot_count(), 2);
 
     let target = a.dir.path().join("restored");
-    restore(&a, &tree, &target);
+    restore(a, tree, &target);
     a.run(&["check", "--read-data"], 0);
 
     // A second machine: empty cache, lists and restores.
@@ -229,7 +233,7 @@ fn full_sequence(a: &Client, tree: &Path) {
     );
     assert_eq!(b.snapshot_count(), 2);
     let t2 = b.dir.path().join("restored");
-    restore(&b, &tree, &t2);
+    restore(&b, tree, &t2);
 
     a.run(&["forget", "--keep-last", "1", "--prune"], 0);
     assert_eq!(a.snapshot_count(), 1);
@@ -325,7 +329,7 @@ fn s3_env() -> Vec<(&'static str, &'static str)> {
 #[test]
 fn s3_full_sequence_and_resume_after_kill() {
     let d = tempfile::tempdir().unwrap();
-    let Some((_server, port)) = start_moto() else {
+    let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
         return;
     };
     let tree = d.path().join("tree");
@@ -345,6 +349,10 @@ fn s3_full_sequence_and_resume_after_kill() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the backup was still running when killed"
+    );
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGKILL,
@@ -367,6 +375,7 @@ struct FaultProxy {
     faults: Arc<AtomicBool>,
     counts: Arc<Mutex<std::collections::BTreeMap<String, u64>>>,
     seen: Arc<AtomicU64>,
+    injected: Arc<AtomicU64>,
 }
 
 impl FaultProxy {
@@ -378,13 +387,16 @@ impl FaultProxy {
             faults: Arc::new(AtomicBool::new(true)),
             counts: Arc::default(),
             seen: Arc::default(),
+            injected: Arc::default(),
         };
-        let (faults, counts, seen) = (p.faults.clone(), p.counts.clone(), p.seen.clone());
+        let (faults, counts) = (p.faults.clone(), p.counts.clone());
+        let (seen, injected) = (p.seen.clone(), p.injected.clone());
         std::thread::spawn(move || {
             for conn in l.incoming().flatten() {
-                let (faults, counts, seen) = (faults.clone(), counts.clone(), seen.clone());
+                let (faults, counts) = (faults.clone(), counts.clone());
+                let (seen, injected) = (seen.clone(), injected.clone());
                 std::thread::spawn(move || {
-                    let _ = serve(conn, upstream, &faults, &counts, &seen);
+                    let _ = serve(conn, upstream, &faults, &counts, (&seen, &injected));
                 });
             }
         });
@@ -407,6 +419,26 @@ impl FaultProxy {
     }
 }
 
+/// "GET packs", "PUT locks", "LIST index": the method and the kind of
+/// object of an S3 request line (bucket, then the prefix, then the kind).
+fn request_kind(line: &str) -> String {
+    let mut parts = line.split(' ');
+    let method = parts.next().unwrap_or("?");
+    let target = parts.next().unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if query.contains("list-type") {
+        let kind = query
+            .split('&')
+            .find_map(|q| q.strip_prefix("prefix="))
+            .map(|p| p.replace("%2F", "/"))
+            .and_then(|p| p.split('/').nth(1).map(str::to_string))
+            .unwrap_or_default();
+        return format!("LIST {kind}");
+    }
+    let kind = path.split('/').nth(3).unwrap_or("config");
+    format!("{method} {kind}")
+}
+
 /// Handles one client connection: request after request, each forwarded
 /// on a fresh upstream connection unless a fault is injected.
 fn serve(
@@ -414,7 +446,7 @@ fn serve(
     upstream: u16,
     faults: &AtomicBool,
     counts: &Mutex<std::collections::BTreeMap<String, u64>>,
-    seen: &AtomicU64,
+    (seen, injected): (&AtomicU64, &AtomicU64),
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut client = conn;
@@ -441,8 +473,11 @@ fn serve(
             .unwrap_or(0);
         let mut body = vec![0u8; len];
         reader.read_exact(&mut body)?;
-        let method = head[0].split(' ').next().unwrap_or("?").to_string();
+        let method = request_kind(&head[0]);
         let n = seen.fetch_add(1, Ordering::SeqCst);
+        if faults.load(Ordering::SeqCst) && (matches!(n % 10, 3 | 6 | 8) || n % 37 == 11) {
+            injected.fetch_add(1, Ordering::SeqCst);
+        }
         if faults.load(Ordering::SeqCst) {
             let fault = match n % 10 {
                 3 => Some("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"),
@@ -490,12 +525,20 @@ fn serve(
 #[test]
 fn s3_through_faults_completes_and_gives_up_clearly() {
     let d = tempfile::tempdir().unwrap();
-    let Some((server, port)) = start_moto() else {
+    let Some((server, port)) = start_moto(&d.path().join("moto-tmp")) else {
         return;
     };
     let proxy = FaultProxy::start(port);
     let tree = d.path().join("tree");
     make_tree(&tree, 2 << 20);
+    // Many directories, so that trees are many requests if fetched one by one.
+    const DIRS: u64 = 80;
+    for i in 0..DIRS {
+        write(
+            &tree.join(format!("dirs/d{}/e{i}/f.txt", i % 8)),
+            format!("file {i}\n").as_bytes(),
+        );
+    }
     let mut env = s3_env();
     env.push(("LARDER_REQUEST_TIMEOUT", "2"));
     let repo = format!("s3:http://127.0.0.1:{}/larder-test/faulty", proxy.port);
@@ -505,10 +548,12 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     let target = a.dir.path().join("restored");
     restore(&a, &tree, &target);
     a.run(&["check", "--read-data"], 0);
-    assert!(
-        proxy.seen.load(Ordering::SeqCst) > 20,
-        "faults were injected"
+    let injected = proxy.injected.load(Ordering::SeqCst);
+    eprintln!(
+        "{injected} faults injected in {} requests",
+        proxy.seen.load(Ordering::SeqCst)
     );
+    assert!(injected >= 10, "faults were injected and survived");
 
     // Request counts without faults: an unchanged re-backup and a restore.
     proxy.faults.store(false, Ordering::SeqCst);
@@ -516,11 +561,26 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     a.run(&["backup", tree.to_str().unwrap()], 0);
     let (n, what) = proxy.counts();
     eprintln!("requests for an unchanged re-backup: {n} ({what})");
+    assert!(
+        n < DIRS,
+        "the parent's trees come from the local cache, not one request each: {n} ({what})"
+    );
     proxy.reset_counts();
     let t2 = a.dir.path().join("restored2");
     restore(&a, &tree, &t2);
     let (n, what) = proxy.counts();
     eprintln!("requests for a restore: {n} ({what})");
+    // A second machine, empty cache: its first re-backup fetches the trees.
+    let b = Client::new(&repo, &env);
+    proxy.reset_counts();
+    b.run(&["backup", tree.to_str().unwrap()], 0);
+    let (n, what) = proxy.counts();
+    eprintln!("requests for a re-backup with an empty cache: {n} ({what})");
+    proxy.reset_counts();
+    b.run(&["backup", tree.to_str().unwrap()], 0);
+    let (n, what) = proxy.counts();
+    eprintln!("requests for its next re-backup: {n} ({what})");
+    assert!(n < DIRS, "{n} ({what})");
 
     // The server gone for good: a clear failure within the retry budget.
     drop(server);
@@ -537,6 +597,7 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     );
     assert!(err.contains("config"), "names the object: {err}");
     assert!(err.contains("gave up after"), "{err}");
+    eprintln!("with the server gone: {err}");
 }
 
 #[test]
