@@ -1,7 +1,10 @@
 //! Planning the reads of one batch of files: every chunk is looked up in
 //! the index (in one read transaction), grouped by pack and by offset, so a
 //! blob shared by many files is read once, and neighbouring blobs of a pack
-//! are coalesced into reads of at most [`MAX_READ`] bytes.
+//! are coalesced into reads of at most [`MAX_READ`] bytes (on remote
+//! storage, where a round trip costs more than the bytes it skips, reads
+//! span wider gaps and up to [`REMOTE_MAX_READ`] bytes, so a pack is
+//! usually fetched in one request).
 
 use super::target::FileJob;
 use crate::error::Result;
@@ -15,6 +18,11 @@ use std::sync::Mutex;
 const COALESCE_GAP: u64 = 256 << 10;
 /// Largest single read from a pack.
 const MAX_READ: u64 = 4 << 20;
+/// On remote storage: blobs closer than this are fetched in one request.
+const REMOTE_COALESCE_GAP: u64 = 8 << 20;
+/// On remote storage: the largest single read (a whole pack of the default
+/// size, with room to spare).
+const REMOTE_MAX_READ: u64 = 32 << 20;
 
 /// One blob to open, and every place it goes: (file index, offset).
 pub(super) struct BlobTargets {
@@ -106,13 +114,17 @@ pub(super) fn plan_reads(
             );
         }
     }
-    Ok(coalesce(plan))
+    // Remote backends say how many connections they use; local ones don't.
+    let (gap, max_read) = match repo.backend().connections() {
+        Some(_) => (REMOTE_COALESCE_GAP, REMOTE_MAX_READ),
+        None => (COALESCE_GAP, MAX_READ),
+    };
+    Ok(coalesce(plan, gap, max_read))
 }
 
 /// Cuts each pack's blobs (in offset order) into reads: a new read starts
-/// at a gap wider than [`COALESCE_GAP`] or when a read would pass
-/// [`MAX_READ`].
-fn coalesce(plan: PackPlan) -> Vec<PackRead> {
+/// at a gap wider than `gap` or when a read would pass `max_read` bytes.
+fn coalesce(plan: PackPlan, gap: u64, max_read: u64) -> Vec<PackRead> {
     let mut reads = Vec::new();
     for (pack, blobs) in plan {
         let mut cur: Vec<BlobTargets> = Vec::new();
@@ -120,7 +132,7 @@ fn coalesce(plan: PackPlan) -> Vec<PackRead> {
         for (_, b) in blobs {
             let e = &b.loc.entry;
             let next_end = e.offset + e.stored_len as u64;
-            if !cur.is_empty() && (e.offset > end + COALESCE_GAP || next_end - start > MAX_READ) {
+            if !cur.is_empty() && (e.offset > end + gap || next_end - start > max_read) {
                 reads.push(PackRead {
                     pack,
                     start,
