@@ -45,7 +45,14 @@ impl Default for InitOptions {
 /// Reads and opens the config object with `keys`.
 pub fn read_config(backend: &dyn Backend, keys: &Keys) -> Result<Config> {
     let bytes = backend.read_bounded(Kind::Config, "config", 1 << 20)?;
-    let cfg: Config = object::open(keys, ObjectType::Config, "config", &bytes)?;
+    open_config(&bytes, keys)
+}
+
+/// Opens and checks config object bytes already read (an open reads the
+/// config once, to check its version before asking for a key, and opens
+/// those same bytes: one request, and no second copy that could differ).
+pub fn open_config(bytes: &[u8], keys: &Keys) -> Result<Config> {
+    let cfg: Config = object::open(keys, ObjectType::Config, "config", bytes)?;
     cfg.chunker
         .validate()
         .map_err(|e| Error::corrupt("config", e))?;

@@ -9,7 +9,7 @@ mod repair;
 mod tree_cache;
 pub mod trust;
 
-pub use config::{Config, InitOptions, read_config};
+pub use config::{Config, InitOptions, open_config, read_config};
 pub use repair::RepairReport;
 
 use crate::backend::{Backend, Kind};
@@ -113,7 +113,7 @@ impl Repository {
         object::check_header("config", ObjectType::Config, &bytes)?;
         let (key_id, master) = keys::find_key(backend.as_ref(), cred, warnings)?;
         let keys = Keys::derive(&master);
-        let config = read_config(backend.as_ref(), &keys)?;
+        let config = open_config(&bytes, &keys)?;
         Self::finish_open(backend, keys, master, config, key_id, cache_dir)
     }
 
