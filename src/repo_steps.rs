@@ -139,16 +139,7 @@ impl RepoSteps {
 /// The profile's backup options (exclude files read now).
 pub fn backup_options(profile: &Profile) -> Result<BackupOptions> {
     let b = &profile.backup;
-    let mut excludes = b.exclude.clone();
-    for f in &b.exclude_file {
-        let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
-        excludes.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(String::from),
-        );
-    }
+    let excludes = archiver::with_exclude_files(&b.exclude, &b.exclude_file)?;
     Ok(BackupOptions {
         paths: profile.paths.clone(),
         excludes,

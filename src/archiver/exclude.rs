@@ -7,7 +7,24 @@ use super::BackupOptions;
 use crate::error::{Error, Result};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The globs given one by one plus every line of each exclude file (blank
+/// lines and `#` comments skipped, surrounding space trimmed), as restic
+/// reads `--exclude-file`. An unreadable file is an error naming it.
+pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
+    let mut out = globs.to_vec();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
+        out.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(String::from),
+        );
+    }
+    Ok(out)
+}
 
 /// Compiled exclude rules.
 pub(super) struct Excluder {

@@ -15,6 +15,8 @@
 
 mod blobs;
 mod exclude;
+
+pub use exclude::with_exclude_files;
 mod file;
 mod parent;
 mod root;

@@ -130,21 +130,6 @@ impl BackupSummary {
     }
 }
 
-/// The exclude globs of `--exclude` and of every `--exclude-file`.
-fn excludes(a: &Args) -> Result<Vec<String>> {
-    let mut excludes = a.exclude.clone();
-    for f in &a.exclude_file {
-        let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
-        excludes.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(String::from),
-        );
-    }
-    Ok(excludes)
-}
-
 fn print_summary(res: &BackupResult) {
     let s = &res.summary;
     println!(
@@ -176,7 +161,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let repo = g.open()?;
     let opts = BackupOptions {
         paths: a.paths.clone(),
-        excludes: excludes(&a)?,
+        excludes: crate::archiver::with_exclude_files(&a.exclude, &a.exclude_file)?,
         exclude_if_present: a.exclude_if_present.clone(),
         exclude_caches: a.exclude_caches,
         one_file_system: a.one_file_system,
