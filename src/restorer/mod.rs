@@ -24,6 +24,7 @@
 mod files;
 mod plan;
 mod select;
+mod source;
 mod target;
 mod walk;
 
@@ -31,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::repository::Repository;
 use crate::snapshot::Snapshot;
 use serde::Serialize;
+use source::PackSource;
 use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
@@ -90,11 +92,15 @@ pub fn restore(
     }
     let dest = Destination::new(opts.numeric_owner);
     let selector = select::Selector::new(&opts.include, &opts.exclude)?;
+    // What the restore will write, when it is the whole snapshot.
+    let whole = sub.is_none() && opts.include.is_empty() && opts.exclude.is_empty();
+    let source = PackSource::new(repo, whole.then_some(snap.summary.total_bytes));
     std::thread::scope(|scope| {
         let mut r = TreeRestorer {
             repo,
             dest: &dest,
             opts,
+            source: &source,
             scope,
             pending: None,
             selector,

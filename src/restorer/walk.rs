@@ -8,6 +8,7 @@
 
 use super::files::{self, BatchOutcome};
 use super::select::Selector;
+use super::source::PackSource;
 use super::target::{self, DirState, FileJob};
 use super::{Destination, Overwrite, RestoreOptions, RestoreReport};
 use crate::error::{Error, Result};
@@ -60,6 +61,7 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     pub(super) repo: &'env Repository,
     pub(super) dest: &'env Destination,
     pub(super) opts: &'env RestoreOptions,
+    pub(super) source: &'env PackSource<'env>,
     pub(super) scope: &'scope Scope<'scope, 'env>,
     /// The batch being written while the walk goes on.
     pub(super) pending: Option<ScopedJoinHandle<'scope, Result<BatchOutcome>>>,
@@ -343,10 +345,10 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         if jobs.is_empty() {
             return Ok(());
         }
-        let (repo, dest) = (self.repo, self.dest);
+        let (repo, source, dest) = (self.repo, self.source, self.dest);
         self.pending = Some(
             self.scope
-                .spawn(move || files::write_batch(repo, dest, jobs)),
+                .spawn(move || files::write_batch(repo, source, dest, jobs)),
         );
         Ok(())
     }
