@@ -10,9 +10,11 @@
 //! A server that does not implement the condition (501) gets plain PUTs
 //! from then on, where names (content hashes) give the same guarantee.
 //!
-//! Credentials as restic's: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//! `AWS_SESSION_TOKEN`, region `AWS_DEFAULT_REGION` (default us-east-1).
+//! Credentials as restic's (see [`credentials`]): the `AWS_*` variables,
+//! else the shared credentials file under `AWS_PROFILE`.
 //! Amazon's own hosts get virtual-host addressing, all others path-style.
+
+mod credentials;
 
 use super::http::{
     Http, RemoteOptions, Response, age_from_headers, body_failure, content_length, not_found,
@@ -46,17 +48,12 @@ impl S3Backend {
     /// A backend for `loc`, with credentials from the environment.
     pub fn new(loc: &S3Location, shown: String, opts: &RemoteOptions) -> Result<S3Backend> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let (Some(key), Some(secret)) = (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
-        else {
-            return Err(Error::Usage(format!(
-                "{shown}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3 repositories"
-            )));
+        let found = credentials::find(&shown, &env)?;
+        let creds = match found.token {
+            Some(t) => Credentials::new_with_token(found.key, found.secret, t),
+            None => Credentials::new(found.key, found.secret),
         };
-        let creds = match env("AWS_SESSION_TOKEN") {
-            Some(t) => Credentials::new_with_token(key, secret, t),
-            None => Credentials::new(key, secret),
-        };
-        let region = env("AWS_DEFAULT_REGION").unwrap_or_else(|| "us-east-1".to_string());
+        let region = credentials::region(&env);
         let style = if loc.is_aws() {
             UrlStyle::VirtualHost
         } else {

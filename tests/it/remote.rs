@@ -720,6 +720,51 @@ fn s3_requests_per_command_are_few() {
     a.run(&["check", "--read-data"], 0);
 }
 
+/// S3 credentials from the shared credentials file under `AWS_PROFILE`,
+/// as restic reads them, when the `AWS_*` key variables are unset; a
+/// profile that is not there is named in the error.
+#[test]
+fn s3_credentials_from_a_profile() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
+        return;
+    };
+    let creds = d.path().join("credentials");
+    std::fs::write(
+        &creds,
+        "[default]\naws_access_key_id = nothere\n\n[backup]\naws_access_key_id = testing\naws_secret_access_key = s3cretKey\n",
+    )
+    .unwrap();
+    let file = creds.to_str().unwrap();
+    let repo = format!("s3:http://127.0.0.1:{port}/larder-test/profile");
+    let env = [
+        ("AWS_SHARED_CREDENTIALS_FILE", file),
+        ("AWS_PROFILE", "backup"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ];
+    let a = Client::new(&repo, &env);
+    a.run(&["init"], 0);
+    let tree = d.path().join("tree");
+    make_tree(&tree, 1 << 20);
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    assert_eq!(a.snapshot_count(), 1);
+    let b = Client::new(
+        &repo,
+        &[
+            ("AWS_SHARED_CREDENTIALS_FILE", file),
+            ("AWS_PROFILE", "other"),
+        ],
+    );
+    let (_, err) = b.run(&["snapshots"], 1);
+    assert!(err.contains("[other]") && err.contains(file), "{err}");
+    let c = Client::new(&repo, &[("AWS_SHARED_CREDENTIALS_FILE", file)]);
+    let (_, err) = c.run(&["snapshots"], 1);
+    assert!(
+        err.contains("aws_secret_access_key"),
+        "the default profile is incomplete: {err}"
+    );
+}
+
 #[test]
 fn rest_unreachable_names_server_and_object_without_the_password() {
     let port = free_port();
