@@ -93,21 +93,22 @@ impl Drop for Slot<'_> {
 }
 
 /// A rate limit shared by all threads: each transfer reserves its share of
-/// time on one timeline and waits until its reservation ends.
-struct Throttle {
+/// time on one timeline and waits until its reservation ends. Every remote
+/// backend uses it for `--limit-upload` and `--limit-download`.
+pub(crate) struct Throttle {
     bytes_per_sec: f64,
     next: Mutex<Instant>,
 }
 
 impl Throttle {
-    fn new(kib_per_sec: Option<u64>) -> Option<Throttle> {
+    pub(crate) fn new(kib_per_sec: Option<u64>) -> Option<Throttle> {
         kib_per_sec.filter(|k| *k > 0).map(|k| Throttle {
             bytes_per_sec: k as f64 * 1024.0,
             next: Mutex::new(Instant::now()),
         })
     }
 
-    fn take(&self, bytes: usize) {
+    pub(crate) fn take(&self, bytes: usize) {
         let cost = Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec);
         let until = {
             let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());

@@ -286,11 +286,14 @@ pub fn open(repo: &std::path::Path, opts: &RemoteOptions) -> Result<Box<dyn Back
                     sftp::COMMAND_VAR
                 )));
             }
-            Box::new(SftpBackend::new(SftpTarget {
-                user: l.user.clone(),
-                host: l.host.clone(),
-                path: l.path.clone(),
-            })?)
+            Box::new(
+                SftpBackend::new(SftpTarget {
+                    user: l.user.clone(),
+                    host: l.host.clone(),
+                    path: l.path.clone(),
+                })?
+                .with_transfer(opts),
+            )
         }
     })
 }
