@@ -17,7 +17,7 @@
 mod credentials;
 
 use super::http::{
-    Http, RemoteOptions, Response, age_from_headers, body_failure, content_length, not_found,
+    Body, Http, RemoteOptions, Response, age_from_headers, body_failure, content_length, not_found,
     read_body, unexpected,
 };
 use super::location::S3Location;
@@ -93,7 +93,7 @@ impl S3Backend {
         method: &str,
         url: url::Url,
         headers: &[(&str, &str)],
-        body: Option<&[u8]>,
+        body: Option<Body<'_>>,
     ) -> std::result::Result<Response, Failure> {
         let mut b = ureq::http::Request::builder()
             .method(method)
@@ -102,7 +102,7 @@ impl S3Backend {
             b = b.header(*k, *v);
         }
         self.http.exchange(|agent| match body {
-            Some(d) => agent.run(b.body(d).map_err(ureq::Error::Http)?),
+            Some(d) => d.send(agent, b),
             None => agent.run(b.body(()).map_err(ureq::Error::Http)?),
         })
     }
@@ -176,7 +176,12 @@ impl S3Backend {
         self.http.run(object, || {
             let action = self.bucket.create_bucket(&self.creds);
             let body = action.body();
-            let mut r = self.send("PUT", action.sign(SIGNED_FOR), &[], Some(body.as_bytes()))?;
+            let mut r = self.send(
+                "PUT",
+                action.sign(SIGNED_FOR),
+                &[],
+                Some(Body::Bytes(body.as_bytes())),
+            )?;
             match r.status().as_u16() {
                 200 | 204 | 409 => Ok(()),
                 _ => Err(self.fatal(object, &mut r)),
@@ -186,9 +191,9 @@ impl S3Backend {
 
     /// One PUT of `data` to `key`; `Ok(false)` if a conditional create
     /// found the object there (412).
-    fn put(&self, object: &str, key: &str, data: &[u8]) -> Result<bool> {
+    fn put(&self, object: &str, key: &str, data: Body<'_>) -> Result<bool> {
         self.http.run(object, || {
-            self.http.throttle_up(data.len());
+            self.http.throttle_up(data.len() as usize);
             let url = self
                 .bucket
                 .put_object(Some(&self.creds), key)
@@ -321,7 +326,7 @@ impl Backend for S3Backend {
         {
             return Err(Error::RepositoryExists(self.location()));
         }
-        let created = self.put(&object, &key, data)?;
+        let created = self.put(&object, &key, Body::Bytes(data))?;
         // A retried PUT whose first attempt landed finds its own object:
         // only a config with other bytes is another repository's.
         if !created
@@ -368,8 +373,16 @@ impl Backend for S3Backend {
         }
     }
 
-    fn commit(&self, kind: Kind, name: &str, staged: super::Staged) -> Result<()> {
-        self.write(kind, name, &super::staged_bytes(staged)?)
+    fn commit(&self, kind: Kind, name: &str, mut staged: super::Staged) -> Result<()> {
+        if kind == Kind::Config {
+            return self.write(kind, name, &super::staged_bytes(staged)?);
+        }
+        // Content-addressed: streamed from the staged file, not read into
+        // memory; an object already there is the same bytes.
+        let mut held = Vec::new();
+        let body = super::staged_body(&mut staged, &mut held)?;
+        self.put(&kind.path(name), &self.key(kind, name)?, body)?;
+        Ok(())
     }
 
     fn connections(&self) -> Option<usize> {
