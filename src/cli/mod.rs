@@ -6,6 +6,7 @@
 mod cmd_backup;
 mod cmd_cat;
 mod cmd_check;
+mod cmd_completion;
 mod cmd_config;
 mod cmd_daemon;
 mod cmd_diff;
@@ -72,6 +73,8 @@ enum Command {
     Run(cmd_run::Args),
     Schedule(cmd_schedule::Args),
     Daemon(cmd_daemon::Args),
+    Completion(cmd_completion::CompletionArgs),
+    Manpage(cmd_completion::ManpageArgs),
 }
 
 /// Parses the process arguments, runs the command and returns the exit code.
@@ -116,5 +119,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Run(a) => cmd_run::run(g, a),
         Command::Schedule(a) => cmd_schedule::run(g, a),
         Command::Daemon(a) => cmd_daemon::run(g, a),
+        Command::Completion(a) => cmd_completion::completion(a),
+        Command::Manpage(a) => cmd_completion::manpage(g, a),
     }
 }
