@@ -143,6 +143,12 @@ pub fn rewrite(
     if let Some(p) = rw.packer.take() {
         report.trees_written = p.finish()?.blobs_added;
     }
+    // Listed once: the snapshots an interrupted run may have saved.
+    let (mut existing, _) = if opts.dry_run {
+        (Vec::new(), Vec::new())
+    } else {
+        snapshot::list(repo, &snapshot::Filter::default())?
+    };
     for (original, new, removed) in planned {
         let mut out = SnapshotRewrite {
             snapshot: original.to_hex(),
@@ -156,7 +162,15 @@ pub fn rewrite(
             forgotten: false,
         };
         if !opts.dry_run {
-            save(repo, &guard, opts.forget, original, &new, &mut out)?;
+            save(
+                repo,
+                &guard,
+                opts.forget,
+                original,
+                &new,
+                &mut existing,
+                &mut out,
+            )?;
         }
         report.rewritten.push(out);
     }
@@ -171,23 +185,19 @@ fn save(
     forget: bool,
     original: Id,
     new: &Snapshot,
+    existing: &mut Vec<(Id, Snapshot)>,
     out: &mut SnapshotRewrite,
 ) -> Result<()> {
-    let (existing, _) = snapshot::list(
-        repo,
-        &snapshot::Filter {
-            tags: new.tags.clone(),
-            ..Default::default()
-        },
-    )?;
-    let new_id = match existing.into_iter().find(|(_, e)| e == new) {
+    let new_id = match existing.iter().find(|(_, e)| e == new) {
         Some((id, _)) => {
             out.reused = true;
-            id
+            *id
         }
         None => {
             guard.check()?;
-            snapshot::save(repo, new)?
+            let id = snapshot::save(repo, new)?;
+            existing.push((id, new.clone()));
+            id
         }
     };
     out.new_snapshot = Some(new_id.to_hex());

@@ -88,6 +88,8 @@ pub fn tag(repo: &Repository, snaps: &[(Id, Snapshot)], opts: &TagOptions) -> Re
     repo.backend().check_deletable()?;
     let lock = repo.lock_shared()?;
     let mut report = TagReport::default();
+    // Listed once: the snapshots an interrupted run may have saved.
+    let (mut existing, _) = snapshot::list(repo, &Filter::default())?;
     for (id, snap) in snaps {
         interrupt::check()?;
         let tags = opts.apply(&snap.tags);
@@ -97,18 +99,13 @@ pub fn tag(repo: &Repository, snaps: &[(Id, Snapshot)], opts: &TagOptions) -> Re
         }
         let mut new = snap.clone();
         new.tags = tags.clone();
-        let (existing, _) = snapshot::list(
-            repo,
-            &Filter {
-                tags: tags.clone(),
-                ..Filter::default()
-            },
-        )?;
-        let (new_id, reused) = match existing.into_iter().find(|(_, e)| *e == new) {
-            Some((eid, _)) => (eid, true),
+        let (new_id, reused) = match existing.iter().find(|(_, e)| *e == new) {
+            Some((eid, _)) => (*eid, true),
             None => {
                 lock.check()?;
-                (snapshot::save(repo, &new)?, false)
+                let nid = snapshot::save(repo, &new)?;
+                existing.push((nid, new.clone()));
+                (nid, false)
             }
         };
         lock.check()?;
