@@ -606,13 +606,64 @@ fn rewrite_killed_anywhere_leaves_a_repository_check_passes() {
         (t, killed)
     };
     let start = std::time::Instant::now();
-    drop(run_copy(None));
+    let (done, _) = run_copy(None);
     let full = start.elapsed();
+    // Killed after every new snapshot was saved and before any original
+    // was removed (made exactly: the finished run's new objects copied into
+    // a copy of the original): the rerun reuses all eight, saves none.
+    let (t, _) = run_copy(Some(Duration::ZERO));
+    for sub in ["snapshots", "index", "packs"] {
+        let out = std::process::Command::new("cp")
+            .args([
+                "-an",
+                &format!("{}/{sub}/.", path_str(&done.repo_path())),
+                path_str(&t.repo_path().join(sub)),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(crate::faults::snapshot_names(&t.repo_path()).len(), 16);
+    let o = larder_ok(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["rewrite", "--json", "--forget", "-e", "drop.me"],
+    );
+    let rep = &json_lines(&o.out)[0];
+    let rewritten = rep["rewritten"].as_array().unwrap();
+    assert_eq!(rewritten.len(), 8, "{rep}");
+    assert!(
+        rewritten
+            .iter()
+            .all(|r| r["reused"] == true && r["forgotten"] == true),
+        "{rep}"
+    );
+    let left = crate::faults::snapshot_names(&t.repo_path());
+    let saved = crate::faults::snapshot_names(&done.repo_path());
+    assert_eq!(
+        left, saved,
+        "exactly the snapshots the uninterrupted run left"
+    );
+    check_passes(
+        &t.repo_path(),
+        &t.cache_path(),
+        true,
+        "after the resumed rewrite",
+    );
     let mut kills = 0;
     for step in 0..10u32 {
         let (t, killed) = run_copy(Some(full * step / 10));
         kills += usize::from(killed);
         let (repo, cache) = (t.repo_path(), t.cache_path());
+        // Where it stopped: snapshot objects (8 before, 16 between the
+        // saves and the removals, 8 after) and whether trees were stored.
+        let names = crate::faults::snapshot_names(&repo).len();
+        let packs = crate::support::pack_files(&repo).0;
+        eprintln!("step {step}: killed {killed}, {names} snapshot objects, {packs} packs");
         check_passes(
             &repo,
             &cache,
