@@ -335,7 +335,7 @@ fn find_blob_and_tree_name_their_users() {
     assert_eq!(got.keys().collect::<Vec<_>>(), vec![&f.first]);
 }
 
-/// The snapshot with these tags, which must be the only one with them.
+/// Every readable snapshot, oldest first.
 fn tagged(t: &TestRepo) -> Vec<(Id, Snapshot)> {
     let repo = t.open().unwrap();
     snapshot::list(&repo, &Filter::default()).unwrap().0
@@ -443,6 +443,46 @@ fn tag_beside_a_running_backup_leaves_both_snapshots_whole() {
     let target = f._dir.path().join("restored");
     let at = crate::faults::restore_cli(&repo, &cache, &new_snap, &big, &target);
     assert_same_tree(&big, &at);
+}
+
+#[test]
+fn tag_killed_between_save_and_removal_is_finished_by_a_rerun() {
+    let f = fixture();
+    let copy = TestRepo::new();
+    let out = std::process::Command::new("cp")
+        .args([
+            "-a",
+            path_str(&f.t.repo_path()),
+            path_str(&copy.repo_path()),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // The uninterrupted run, on the copy.
+    let args = ["tag", "--json", "--add", "kept", &f.first[..8]];
+    let o = larder_ok(&copy.repo_path(), &copy.cache_path(), &args);
+    let new = json_lines(&o.out)[0]["changed"][0]["new_snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The state a kill after the save leaves: both objects.
+    fs::copy(
+        copy.repo_path().join("snapshots").join(&new),
+        f.t.repo_path().join("snapshots").join(&new),
+    )
+    .unwrap();
+    check_passes(
+        &f.t.repo_path(),
+        &f.t.cache_path(),
+        false,
+        "with both objects",
+    );
+    let o = larder_ok(&f.t.repo_path(), &f.t.cache_path(), &args);
+    let c = &json_lines(&o.out)[0]["changed"][0];
+    assert_eq!(c["new_snapshot"], new.as_str());
+    assert_eq!(c["reused"], true);
+    let ids: BTreeSet<String> = tagged(&f.t).iter().map(|(i, _)| i.to_hex()).collect();
+    assert_eq!(ids, BTreeSet::from([new, f.second.clone()]));
 }
 
 /// Every blob id in every pack header in storage (read from the packs
