@@ -16,7 +16,7 @@
 mod blobs;
 mod exclude;
 
-pub use exclude::with_exclude_files;
+pub use exclude::{Excluder, with_exclude_files};
 mod file;
 mod parent;
 mod root;
@@ -33,7 +33,6 @@ use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
 use blobs::BlobSink;
-use exclude::Excluder;
 use parent::ParentTrees;
 use runmark::RunMark;
 use std::path::PathBuf;

@@ -6,6 +6,7 @@ mod common;
 mod daily;
 mod faults;
 mod fidelity;
+mod find_tag_rewrite;
 mod forget;
 mod forget_policy;
 mod hostile;
