@@ -9,6 +9,7 @@ mod cmd_check;
 mod cmd_config;
 mod cmd_daemon;
 mod cmd_diff;
+mod cmd_dump;
 mod cmd_forget;
 mod cmd_init;
 mod cmd_key;
@@ -57,6 +58,7 @@ enum Command {
     Stats(cmd_stats::Args),
     Restore(cmd_restore::Args),
     Diff(cmd_diff::Args),
+    Dump(cmd_dump::Args),
     Ls(cmd_ls::Args),
     Cat(cmd_cat::Args),
     Prune(cmd_prune::Args),
@@ -99,6 +101,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Stats(a) => cmd_stats::run(g, a),
         Command::Restore(a) => cmd_restore::run(g, a),
         Command::Diff(a) => cmd_diff::run(g, a),
+        Command::Dump(a) => cmd_dump::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),
         Command::Prune(a) => cmd_prune::run(g, a),
