@@ -391,3 +391,107 @@ fn damaged_blob_stops_dump_naming_it() {
     assert_ne!(code, 0);
     assert!(err.contains(&bad.to_hex()), "{err}");
 }
+
+/// The `--json` changes of a diff as (modifier, path relative to `src`).
+fn changes(out: &str, src: &Path) -> std::collections::BTreeSet<(String, String)> {
+    let prefix = format!("{}/", src.display());
+    crate::support::json_lines(out)
+        .into_iter()
+        .filter(|v| v["message_type"] == "change")
+        .map(|v| {
+            let p = v["path"].as_str().unwrap();
+            let rel = p.strip_prefix(&prefix).unwrap_or(p).to_string();
+            (v["modifier"].as_str().unwrap().to_string(), rel)
+        })
+        .collect()
+}
+
+fn set_of(items: &[(&str, &str)]) -> std::collections::BTreeSet<(String, String)> {
+    items
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect()
+}
+
+/// `diff SNAPSHOT DIR` after modifying, adding, removing and chmod-ing
+/// files, and rewriting one file's content behind its old mtime: reports
+/// exactly those changes (the chmod and the ctime moves with `--metadata`;
+/// the hidden rewrite as content only with `--content`), leaving unchanged
+/// files (a non-UTF-8 name among them) out.
+#[test]
+fn diff_against_live_tree_reports_exactly_the_changes() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    for f in [
+        "keep.txt",
+        "modify.txt",
+        "remove.txt",
+        "chmod.txt",
+        "sneaky.txt",
+        "sub/deep.txt",
+        "gone/x",
+    ] {
+        write(&src.join(f), f.as_bytes());
+    }
+    write(&src.join(OsStr::from_bytes(b"bad\xffname")), b"hostile");
+    ok(&repo, &cache, &[OsStr::new("init")]);
+    ok(&repo, &cache, &[OsStr::new("backup"), src.as_os_str()]);
+    let diff = |extra: &[&str]| -> String {
+        let mut args: Vec<&OsStr> = vec![OsStr::new("--json"), OsStr::new("diff")];
+        args.extend(extra.iter().map(OsStr::new));
+        args.push(OsStr::new("latest"));
+        args.push(src.as_os_str());
+        String::from_utf8(ok(&repo, &cache, &args)).unwrap()
+    };
+    assert!(changes(&diff(&["--metadata", "--content"]), &src).is_empty());
+
+    write(&src.join("modify.txt"), b"modified, longer");
+    write(&src.join("new.txt"), b"new");
+    fs::remove_file(src.join("remove.txt")).unwrap();
+    fs::remove_dir_all(src.join("gone")).unwrap();
+    fs::set_permissions(src.join("chmod.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+    let sneaky = src.join("sneaky.txt");
+    let mtime = crate::support::mtime_ns(&fs::metadata(&sneaky).unwrap());
+    fs::write(&sneaky, b"SNEAKY.TXT").unwrap();
+    crate::support::set_mtime(&sneaky, mtime);
+
+    let base_set = [
+        ("M", "modify.txt"),
+        ("+", "new.txt"),
+        ("-", "remove.txt"),
+        ("-", "gone/"),
+        ("-", "gone/x"),
+    ];
+    let out = diff(&[]);
+    assert_eq!(changes(&out, &src), set_of(&base_set), "{out}");
+    let stats = crate::support::json_lines(&out).pop().unwrap();
+    assert_eq!(stats["message_type"], "statistics");
+    assert_eq!(stats["target_path"], src.to_str().unwrap());
+    assert_eq!(
+        (
+            stats["files_added"].as_u64(),
+            stats["files_removed"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+
+    let out = diff(&["--metadata"]);
+    let mut want = set_of(&base_set);
+    want.extend(set_of(&[("U", "chmod.txt"), ("U", "sneaky.txt")]));
+    let got: std::collections::BTreeSet<_> = changes(&out, &src)
+        .into_iter()
+        .filter(|(_, p)| p.starts_with(|c: char| c != '/'))
+        .collect();
+    assert_eq!(got, want, "{out}");
+    let chmod = crate::support::json_lines(&out)
+        .into_iter()
+        .find(|v| v["path"].as_str().is_some_and(|p| p.ends_with("chmod.txt")))
+        .unwrap();
+    assert!(chmod["changes"].to_string().contains("mode"), "{chmod}");
+
+    let out = diff(&["--content"]);
+    let mut want = set_of(&base_set);
+    want.insert(("M".into(), "sneaky.txt".into()));
+    assert_eq!(changes(&out, &src), want, "{out}");
+}
