@@ -7,6 +7,7 @@ mod cmd_backup;
 mod cmd_cat;
 mod cmd_check;
 mod cmd_config;
+mod cmd_copy;
 mod cmd_daemon;
 mod cmd_diff;
 mod cmd_dump;
@@ -57,6 +58,7 @@ enum Command {
     Forget(Box<cmd_forget::Args>),
     Stats(cmd_stats::Args),
     Restore(cmd_restore::Args),
+    Copy(cmd_copy::Args),
     Diff(cmd_diff::Args),
     Dump(cmd_dump::Args),
     Ls(cmd_ls::Args),
@@ -100,6 +102,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Forget(a) => cmd_forget::run(g, *a),
         Command::Stats(a) => cmd_stats::run(g, a),
         Command::Restore(a) => cmd_restore::run(g, a),
+        Command::Copy(a) => cmd_copy::run(g, a),
         Command::Diff(a) => cmd_diff::run(g, a),
         Command::Dump(a) => cmd_dump::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),
