@@ -17,6 +17,7 @@ mod blobs;
 mod exclude;
 
 pub use exclude::{Excluder, with_exclude_files};
+pub use parent::same_file;
 mod file;
 mod parent;
 mod root;

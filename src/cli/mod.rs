@@ -8,8 +8,10 @@ mod cmd_cat;
 mod cmd_check;
 mod cmd_completion;
 mod cmd_config;
+mod cmd_copy;
 mod cmd_daemon;
 mod cmd_diff;
+mod cmd_dump;
 mod cmd_find;
 mod cmd_forget;
 mod cmd_init;
@@ -60,7 +62,9 @@ enum Command {
     Forget(Box<cmd_forget::Args>),
     Stats(cmd_stats::Args),
     Restore(cmd_restore::Args),
+    Copy(cmd_copy::Args),
     Diff(cmd_diff::Args),
+    Dump(cmd_dump::Args),
     Ls(cmd_ls::Args),
     Find(cmd_find::Args),
     Cat(cmd_cat::Args),
@@ -107,7 +111,9 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Forget(a) => cmd_forget::run(g, *a),
         Command::Stats(a) => cmd_stats::run(g, a),
         Command::Restore(a) => cmd_restore::run(g, a),
+        Command::Copy(a) => cmd_copy::run(g, a),
         Command::Diff(a) => cmd_diff::run(g, a),
+        Command::Dump(a) => cmd_dump::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),
         Command::Find(a) => cmd_find::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),

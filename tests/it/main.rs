@@ -4,6 +4,7 @@ mod bench_table;
 mod check_rotation;
 mod common;
 mod daily;
+mod dump_copy;
 mod faults;
 mod fidelity;
 mod find_tag_rewrite;
