@@ -13,6 +13,8 @@ mod cmd_forget;
 mod cmd_init;
 mod cmd_key;
 mod cmd_ls;
+#[cfg(feature = "mount")]
+mod cmd_mount;
 mod cmd_prune;
 mod cmd_repair;
 mod cmd_restore;
@@ -66,6 +68,8 @@ enum Command {
     Run(cmd_run::Args),
     Schedule(cmd_schedule::Args),
     Daemon(cmd_daemon::Args),
+    #[cfg(feature = "mount")]
+    Mount(cmd_mount::Args),
 }
 
 /// Parses the process arguments, runs the command and returns the exit code.
@@ -107,5 +111,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Run(a) => cmd_run::run(g, a),
         Command::Schedule(a) => cmd_schedule::run(g, a),
         Command::Daemon(a) => cmd_daemon::run(g, a),
+        #[cfg(feature = "mount")]
+        Command::Mount(a) => cmd_mount::run(g, a),
     }
 }

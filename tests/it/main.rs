@@ -10,6 +10,7 @@ mod forget;
 mod forget_policy;
 mod hostile;
 mod locks;
+mod mount;
 mod prune;
 mod remote;
 mod remote_sftp;
