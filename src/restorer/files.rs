@@ -10,6 +10,7 @@ use super::target::{Destination, FileJob, put_in_place, remove_tmp};
 use crate::backend::Kind;
 use crate::error::{Error, Result};
 use crate::pack;
+use crate::progress::Progress;
 use crate::repository::Repository;
 use rayon::prelude::*;
 use std::fs::File;
@@ -32,6 +33,7 @@ pub(super) fn write_batch(
     repo: &Repository,
     dest: &Destination,
     jobs: Vec<FileJob>,
+    progress: &dyn Progress,
 ) -> Result<BatchOutcome> {
     let failures = Failures::new(jobs.len());
     let reads = plan::plan_reads(repo, &jobs, &failures)?;
@@ -41,7 +43,7 @@ pub(super) fn write_batch(
     reads.into_par_iter().for_each(|r| {
         read_and_write(repo, r, &files, &failures, &holes);
     });
-    Ok(finish_files(dest, &jobs, failures, files, holes))
+    Ok(finish_files(dest, &jobs, failures, files, holes, progress))
 }
 
 /// Creates the batch's files in parallel.
@@ -120,13 +122,21 @@ fn finish_files(
     failures: Failures,
     files: Vec<Created>,
     holes: Vec<AtomicBool>,
+    progress: &dyn Progress,
 ) -> BatchOutcome {
     let outcomes: Vec<(Option<String>, std::result::Result<(), String>)> = jobs
         .par_iter()
         .zip(failures.into_inner())
         .zip(files)
         .zip(holes)
-        .map(|(((job, fail), file), hole)| finish_file(dest, job, fail, file, hole.into_inner()))
+        .map(|(((job, fail), file), hole)| {
+            let out = finish_file(dest, job, fail, file, hole.into_inner());
+            if out.1.is_ok() {
+                progress.bytes(job.node.size);
+                progress.file_done();
+            }
+            out
+        })
         .collect();
     let mut report = BatchOutcome::default();
     for (job, (partial, res)) in jobs.iter().zip(outcomes) {

@@ -13,6 +13,7 @@ use super::{Destination, Overwrite, RestoreOptions, RestoreReport};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::localfs::{self, Anchor};
+use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, is_safe_name};
 use std::collections::HashMap;
@@ -60,6 +61,7 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     pub(super) repo: &'env Repository,
     pub(super) dest: &'env Destination,
     pub(super) opts: &'env RestoreOptions,
+    pub(super) progress: &'env dyn Progress,
     pub(super) scope: &'scope Scope<'scope, 'env>,
     /// The batch being written while the walk goes on.
     pub(super) pending: Option<ScopedJoinHandle<'scope, Result<BatchOutcome>>>,
@@ -255,6 +257,8 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             if n.kind == NodeKind::File {
                 self.report.files += 1;
                 self.report.bytes += n.size;
+                self.progress.bytes(n.size);
+                self.progress.file_done();
             }
             return Ok(());
         }
@@ -299,6 +303,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 _anchors: (first_anchor.clone(), anchor.clone()),
             });
             self.report.files += 1;
+            self.progress.file_done();
             return true;
         }
         self.hardlinks
@@ -343,10 +348,10 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         if jobs.is_empty() {
             return Ok(());
         }
-        let (repo, dest) = (self.repo, self.dest);
+        let (repo, dest, progress) = (self.repo, self.dest, self.progress);
         self.pending = Some(
             self.scope
-                .spawn(move || files::write_batch(repo, dest, jobs)),
+                .spawn(move || files::write_batch(repo, dest, jobs, progress)),
         );
         Ok(())
     }

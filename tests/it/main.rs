@@ -11,6 +11,7 @@ mod forget_policy;
 mod hostile;
 mod locks;
 mod mount;
+mod progress;
 mod prune;
 mod remote;
 mod remote_sftp;
