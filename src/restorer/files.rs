@@ -41,7 +41,7 @@ pub(super) fn write_batch(
     // A file is sized (made sparse) only if a hole is left in it.
     let holes: Vec<AtomicBool> = jobs.iter().map(|_| AtomicBool::new(false)).collect();
     reads.into_par_iter().for_each(|r| {
-        read_and_write(repo, r, &files, &failures, &holes);
+        read_and_write(repo, r, &files, &failures, &holes, progress);
     });
     Ok(finish_files(dest, &jobs, failures, files, holes, progress))
 }
@@ -74,6 +74,7 @@ fn read_and_write(
     files: &[Created],
     failures: &Failures,
     holes: &[AtomicBool],
+    progress: &dyn Progress,
 ) {
     let name = r.pack.to_hex();
     let data = repo
@@ -101,14 +102,16 @@ fn read_and_write(
             if zero {
                 // A hole: the file is sized at the end.
                 holes[j].store(true, Ordering::Relaxed);
+                progress.bytes(plain.len() as u64);
                 continue;
             }
             if !failures.is_ok(j) {
                 continue;
             }
             let Some((f, _)) = &files[j] else { continue };
-            if let Err(e) = f.write_all_at(&plain, off) {
-                failures.set(j, format!("write failed: {e}"));
+            match f.write_all_at(&plain, off) {
+                Ok(()) => progress.bytes(plain.len() as u64),
+                Err(e) => failures.set(j, format!("write failed: {e}")),
             }
         }
     });
@@ -132,7 +135,6 @@ fn finish_files(
         .map(|(((job, fail), file), hole)| {
             let out = finish_file(dest, job, fail, file, hole.into_inner());
             if out.1.is_ok() {
-                progress.bytes(job.node.size);
                 progress.file_done();
             }
             out
