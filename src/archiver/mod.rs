@@ -10,7 +10,8 @@
 //! nodes), [`exclude`] (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`file`] (reading and chunking a changed file), [`blobs`]
 //! (hashing and deduplication), [`store`] (compress, seal, pack, upload),
-//! [`root`] (the directories above the backed-up paths). This file runs
+//! [`root`] (the directories above the backed-up paths); beside them runs
+//! [`scan`] (counting what there is, for progress totals). This file runs
 //! them and writes the snapshot.
 
 mod blobs;
@@ -22,6 +23,7 @@ mod file;
 mod parent;
 mod root;
 mod runmark;
+mod scan;
 mod store;
 mod walk;
 
@@ -37,6 +39,7 @@ use blobs::BlobSink;
 use parent::ParentTrees;
 use runmark::RunMark;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use walk::Archiver;
 
@@ -220,8 +223,15 @@ fn run_pipeline(
     lock: Option<LockHandle>,
 ) -> Result<Walked> {
     let excluder = Excluder::new(opts)?;
+    let scan_excluder = Excluder::new(opts)?;
     let chunker = repo.chunker()?;
+    let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| -> Result<Walked> {
+        let stop = &scan_stop;
+        scope.spawn(|| {
+            let x = &scan_excluder;
+            scan::scan(paths, x, opts.one_file_system, stop, progress)
+        });
         let (tx, handle) = if opts.dry_run {
             (None, None)
         } else {
@@ -245,6 +255,7 @@ fn run_pipeline(
             a.blobs.close()?;
             Ok(r)
         });
+        scan_stop.store(true, Ordering::Relaxed);
         let Archiver {
             blobs,
             mut summary,

@@ -17,6 +17,8 @@ mod cmd_forget;
 mod cmd_init;
 mod cmd_key;
 mod cmd_ls;
+#[cfg(feature = "mount")]
+mod cmd_mount;
 mod cmd_prune;
 mod cmd_repair;
 mod cmd_restore;
@@ -79,6 +81,8 @@ enum Command {
     Daemon(cmd_daemon::Args),
     Completion(cmd_completion::CompletionArgs),
     Manpage(cmd_completion::ManpageArgs),
+    #[cfg(feature = "mount")]
+    Mount(cmd_mount::Args),
 }
 
 /// Parses the process arguments, runs the command and returns the exit code.
@@ -127,5 +131,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Daemon(a) => cmd_daemon::run(g, a),
         Command::Completion(a) => cmd_completion::completion(a),
         Command::Manpage(a) => cmd_completion::manpage(g, a),
+        #[cfg(feature = "mount")]
+        Command::Mount(a) => cmd_mount::run(g, a),
     }
 }

@@ -11,6 +11,7 @@ use super::target::{Destination, FileJob, put_in_place, remove_tmp};
 use crate::backend::Kind;
 use crate::error::{Error, Result};
 use crate::pack;
+use crate::progress::Progress;
 use crate::repository::Repository;
 use rayon::prelude::*;
 use std::fs::File;
@@ -34,6 +35,7 @@ pub(super) fn write_batch(
     source: &PackSource<'_>,
     dest: &Destination,
     jobs: Vec<FileJob>,
+    progress: &dyn Progress,
 ) -> Result<BatchOutcome> {
     let failures = Failures::new(jobs.len());
     let reads = plan::plan_reads(repo, source, &jobs, &failures)?;
@@ -41,9 +43,9 @@ pub(super) fn write_batch(
     // A file is sized (made sparse) only if a hole is left in it.
     let holes: Vec<AtomicBool> = jobs.iter().map(|_| AtomicBool::new(false)).collect();
     reads.into_par_iter().for_each(|r| {
-        read_and_write(repo, source, r, &files, &failures, &holes);
+        read_and_write(repo, source, r, &files, &failures, &holes, progress);
     });
-    Ok(finish_files(dest, &jobs, failures, files, holes))
+    Ok(finish_files(dest, &jobs, failures, files, holes, progress))
 }
 
 /// Creates the batch's files in parallel.
@@ -75,6 +77,7 @@ fn read_and_write(
     files: &[Created],
     failures: &Failures,
     holes: &[AtomicBool],
+    progress: &dyn Progress,
 ) {
     let name = r.pack.to_hex();
     let data = source.read(&r);
@@ -100,14 +103,16 @@ fn read_and_write(
             if zero {
                 // A hole: the file is sized at the end.
                 holes[j].store(true, Ordering::Relaxed);
+                progress.bytes(plain.len() as u64);
                 continue;
             }
             if !failures.is_ok(j) {
                 continue;
             }
             let Some((f, _)) = &files[j] else { continue };
-            if let Err(e) = f.write_all_at(&plain, off) {
-                failures.set(j, format!("write failed: {e}"));
+            match f.write_all_at(&plain, off) {
+                Ok(()) => progress.bytes(plain.len() as u64),
+                Err(e) => failures.set(j, format!("write failed: {e}")),
             }
         }
     });
@@ -121,13 +126,20 @@ fn finish_files(
     failures: Failures,
     files: Vec<Created>,
     holes: Vec<AtomicBool>,
+    progress: &dyn Progress,
 ) -> BatchOutcome {
     let outcomes: Vec<(Option<String>, std::result::Result<(), String>)> = jobs
         .par_iter()
         .zip(failures.into_inner())
         .zip(files)
         .zip(holes)
-        .map(|(((job, fail), file), hole)| finish_file(dest, job, fail, file, hole.into_inner()))
+        .map(|(((job, fail), file), hole)| {
+            let out = finish_file(dest, job, fail, file, hole.into_inner());
+            if out.1.is_ok() {
+                progress.file_done();
+            }
+            out
+        })
         .collect();
     let mut report = BatchOutcome::default();
     for (job, (partial, res)) in jobs.iter().zip(outcomes) {

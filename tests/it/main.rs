@@ -12,6 +12,8 @@ mod forget;
 mod forget_policy;
 mod hostile;
 mod locks;
+mod mount;
+mod progress;
 mod prune;
 mod remote;
 mod remote_sftp;
