@@ -6,6 +6,11 @@
 //! lists every pack its run uploaded, and only packs whose upload has
 //! completed: packs, then segment, then snapshot. The shared index cache
 //! learns of new packs only from the segment, after it is written.
+//!
+//! Tree blobs go into packs of their own (a second pack being filled), so
+//! a client with an empty cache that needs a snapshot's trees (a second
+//! machine's first backup or restore from remote storage) fetches them a
+//! whole pack at a time rather than a request per directory.
 
 use crate::backend::{Backend, Kind};
 use crate::error::{Error, Result};
@@ -115,6 +120,8 @@ impl Drop for Uploader {
 pub struct Packer<'r> {
     repo: &'r Repository,
     writer: PackWriter,
+    /// The pack of tree blobs being filled.
+    tree_writer: PackWriter,
     /// Blobs in the pack being filled, being uploaded, or uploaded but not
     /// yet listed by a segment.
     in_pack: HashSet<Id>,
@@ -146,6 +153,7 @@ impl<'r> Packer<'r> {
         Ok(Packer {
             repo,
             writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
+            tree_writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
             unsegmented_since: None,
@@ -183,23 +191,41 @@ impl<'r> Packer<'r> {
         self.stats.bytes_added_plain += b.plain_len as u64;
         self.stats.bytes_added_stored += b.stored.len() as u64;
         self.in_pack.insert(b.id);
-        if b.ty == BlobType::Tree {
+        let tree = b.ty == BlobType::Tree;
+        if tree {
             self.repo.keep_tree(&b.id, &b.stored);
         }
-        self.writer.add(b)?;
-        if self.writer.size() >= self.repo.config().pack_size as usize {
-            self.flush_pack()?;
+        let w = if tree {
+            &mut self.tree_writer
+        } else {
+            &mut self.writer
+        };
+        w.add(b)?;
+        if w.size() >= self.repo.config().pack_size as usize {
+            self.flush_one(tree)?;
         }
         Ok(true)
     }
 
-    /// Seals the pack being filled and hands it to the upload thread.
+    /// Seals the packs being filled and hands them to the upload thread.
     pub fn flush_pack(&mut self) -> Result<()> {
-        if self.writer.is_empty() {
+        self.flush_one(false)?;
+        self.flush_one(true)
+    }
+
+    /// Seals the data pack (or with `tree`, the tree pack) being filled
+    /// and hands it to the upload thread.
+    fn flush_one(&mut self, tree: bool) -> Result<()> {
+        let slot = if tree {
+            &mut self.tree_writer
+        } else {
+            &mut self.writer
+        };
+        if slot.is_empty() {
             return Ok(());
         }
         let next = PackWriter::new(self.repo.backend().stage(Kind::Pack)?);
-        let w = std::mem::replace(&mut self.writer, next);
+        let w = std::mem::replace(slot, next);
         let p = w.finish(self.repo.keys())?;
         let header = p.size - p.entries.iter().map(|e| e.stored_len as u64).sum::<u64>();
         self.stats.bytes_added_stored += header;

@@ -27,6 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// The largest pack of trees fetched whole into the tree cache.
+const TREE_PACK_MAX: u64 = 32 << 20;
+
 /// An open repository.
 pub struct Repository {
     backend: Arc<dyn Backend>,
@@ -381,12 +384,17 @@ impl Repository {
         let name = loc.pack.to_hex();
         let what = format!("blob {id} in {}", Kind::Pack.path(&name));
         let cache = self.tree_cache.as_ref().filter(|_| e.ty == BlobType::Tree);
-        if let Some(c) = cache
-            && let Some(b) = c.get(id, e.stored_len as usize)
-        {
-            match pack::open_blob(&self.keys, &what, &e, &b) {
-                Ok(plain) => return Ok(plain),
-                Err(_) => c.forget(id),
+        if let Some(c) = cache {
+            let cached = match c.get(id, e.stored_len as usize) {
+                Some(b) => Some(b),
+                None if self.fetch_tree_pack(c, &loc)? => c.get(id, e.stored_len as usize),
+                None => None,
+            };
+            if let Some(b) = cached {
+                match pack::open_blob(&self.keys, &what, &e, &b) {
+                    Ok(plain) => return Ok(plain),
+                    Err(_) => c.forget(id),
+                }
             }
         }
         let stored = self
@@ -397,6 +405,35 @@ impl Repository {
             c.put(id, &stored);
         }
         Ok(plain)
+    }
+
+    /// A tree missing from the cache of a remote repository brings its
+    /// whole pack, in one request, when the pack holds only trees (as
+    /// packers write them) and is at most [`TREE_PACK_MAX`] bytes: every
+    /// tree in it goes into the cache, sealed (each is verified when read).
+    /// Returns whether it did.
+    fn fetch_tree_pack(&self, c: &tree_cache::TreeCache, loc: &BlobLocation) -> Result<bool> {
+        let (size, entries) = {
+            let idx = self.index()?;
+            let Some(size) = idx.pack_size(&loc.pack)?.filter(|&s| s <= TREE_PACK_MAX) else {
+                return Ok(false);
+            };
+            let entries = idx.blobs_in_pack(&loc.pack)?;
+            if entries.iter().any(|e| e.ty != BlobType::Tree) {
+                return Ok(false);
+            }
+            (size, entries)
+        };
+        let data = self
+            .backend
+            .read_range(Kind::Pack, &loc.pack.to_hex(), 0, size)?;
+        for e in entries {
+            let (at, len) = (e.offset as usize, e.stored_len as usize);
+            if let Some(b) = at.checked_add(len).and_then(|end| data.get(at..end)) {
+                c.put(&e.id, b);
+            }
+        }
+        Ok(true)
     }
 
     /// Keeps a tree blob just written (sealed) in the local tree cache, for
