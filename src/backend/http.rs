@@ -241,6 +241,10 @@ pub enum Body<'a> {
 }
 
 impl Body<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> u64 {
         match self {
             Body::Bytes(b) => b.len() as u64,
