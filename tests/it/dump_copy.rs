@@ -578,6 +578,48 @@ fn copied_snapshot_restores_identically_and_copies_once() {
         &cache,
         &[OsStr::new("check"), OsStr::new("--read-data")],
     );
+    // A destination made to share the source's chunker and blob IDs: the
+    // same trees (same IDs), blobs copied as they are.
+    let shared = base.path().join("shared");
+    let mut init = larder(&shared, &cache);
+    init.env("LARDER_FROM_PASSWORD", crate::common::PASS)
+        .args(["init", "--copy-chunker-params", "--from-repo"])
+        .arg(&repo);
+    let (code, _, err) = crate::support::run(init);
+    assert_eq!(code, 0, "{err}");
+    let first = run_ok(copy_cmd(&shared, &cache, &repo));
+    assert_eq!(first["copied"].as_array().unwrap().len(), 2, "{first}");
+    let trees = |r: &Path| -> Vec<String> {
+        let out = ok(r, &cache, &[OsStr::new("--json"), OsStr::new("snapshots")]);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["tree"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        trees(&shared),
+        trees(&repo),
+        "shared IDs: trees copied unchanged"
+    );
+    assert_ne!(
+        trees(&dst),
+        trees(&repo),
+        "re-chunked copies have their own IDs"
+    );
+    let packs = crate::support::pack_files(&shared);
+    let again = run_ok(copy_cmd(&shared, &cache, &repo));
+    assert_eq!(again["blobs_added"], 0, "{again}");
+    assert_eq!(crate::support::pack_files(&shared), packs);
+    let c = base.path().join("from-shared");
+    restore_to(&shared, &cache, &spec, &c);
+    assert_eq!(mtree(&c), ma, "the shared-ID copy restores as the original");
+    ok(
+        &shared,
+        &cache,
+        &[OsStr::new("check"), OsStr::new("--read-data")],
+    );
 }
 
 /// Random data large enough that a copy writes several packs.
