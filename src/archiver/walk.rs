@@ -114,6 +114,7 @@ impl Archiver<'_, '_> {
                     self.summary.files_unmodified += 1;
                     self.summary.total_bytes += node.size;
                     self.progress.bytes(node.size);
+                    self.progress.file_done();
                     return Ok(Some(node));
                 }
                 match self.read_file(path, fs_path, &mut node, md)? {
@@ -133,6 +134,7 @@ impl Archiver<'_, '_> {
                     }
                 }
                 self.summary.total_bytes += node.size;
+                self.progress.file_done();
                 if old.is_some() {
                     self.summary.files_changed += 1;
                 } else {

@@ -186,18 +186,29 @@ impl Global {
     /// checks it is the one this user opened at this location before (see
     /// [`KnownRepositories`]).
     pub fn open(&self) -> Result<Repository> {
+        self.open_with(true)
+    }
+
+    /// [`Global::open`] without bringing the index cache up to date: for
+    /// a command that does so itself under its lock (a backup), and shows
+    /// the problems it meets ([`Repository::take_index_problems`]).
+    pub fn open_unsynced(&self) -> Result<Repository> {
+        self.open_with(false)
+    }
+
+    fn open_with(&self, sync: bool) -> Result<Repository> {
         let backend = self.backend()?;
         let mut warnings = Vec::new();
-        let repo = Repository::open_reporting(
-            backend,
-            &self.credential()?,
-            &self.cache_dir(),
-            &mut warnings,
-        );
-        for w in warnings.iter().map(String::as_str).chain(
-            repo.iter()
-                .flat_map(|r| r.index_problems().iter().map(String::as_str)),
-        ) {
+        let (cred, cache) = (self.credential()?, self.cache_dir());
+        let repo = if sync {
+            Repository::open_reporting(backend, &cred, &cache, &mut warnings)
+        } else {
+            Repository::open_unsynced(backend, &cred, &cache, &mut warnings)
+        };
+        if let Ok(r) = &repo {
+            warnings.extend(r.take_index_problems());
+        }
+        for w in &warnings {
             eprintln!("warning: {}", super::output::safe(w));
         }
         let repo = repo?;
