@@ -7,6 +7,13 @@
 //! destination already has it; trees are rewritten bottom-up with the new
 //! IDs (a source tree met twice in one run is rewritten once).
 //!
+//! When the destination was made with `init --copy-chunker-params
+//! --from-repo` (it shares the source's master key, so blob IDs and chunk
+//! boundaries agree: [`shares_ids`]), blobs are copied as they are: each
+//! one the destination lacks is read, verified and stored again under the
+//! same ID (decrypted and re-encrypted with a fresh nonce), and trees keep
+//! their IDs.
+//!
 //! The destination is written as a backup writes it: under a shared lock,
 //! through the normal packer (packs, then an index segment), with the
 //! snapshot saved last. Packs a killed copy left without a segment are
@@ -89,6 +96,7 @@ pub fn copy(src: &Repository, dst: &Repository, snaps: &[(Id, Snapshot)]) -> Res
         src,
         packer: Packer::with_lock(dst, Some(lock.handle()))?,
         chunker: dst.chunker()?,
+        shared: shares_ids(src, dst),
         trees: HashMap::new(),
         buf: Vec::new(),
         bytes_read: 0,
@@ -117,11 +125,23 @@ pub fn copy(src: &Repository, dst: &Repository, snaps: &[(Id, Snapshot)]) -> Res
     Ok(report)
 }
 
+/// Whether `src` and `dst` give every blob the same ID and cut files the
+/// same way (the destination was made with `init --copy-chunker-params`):
+/// then blobs copy as they are, with the same IDs, and trees unchanged.
+pub fn shares_ids(src: &Repository, dst: &Repository) -> bool {
+    let probe = b"larder copy: do these repositories share blob IDs?";
+    src.keys().blob_id(probe) == dst.keys().blob_id(probe)
+        && src.keys().gear() == dst.keys().gear()
+        && src.config().chunker == dst.config().chunker
+}
+
 /// One copy run's state.
 struct Copier<'s, 'd> {
     src: &'s Repository,
     packer: Packer<'d>,
     chunker: Chunker,
+    /// The repositories share blob IDs: copy blobs, keep trees.
+    shared: bool,
     /// Source tree ID → destination tree ID, for this run.
     trees: HashMap<Id, Id>,
     buf: Vec<u8>,
@@ -136,6 +156,9 @@ impl Copier<'_, '_> {
             return Ok(*d);
         }
         crate::interrupt::check()?;
+        if self.shared {
+            return self.shared_tree(id);
+        }
         let mut t: Tree = self.src.load_tree(id)?;
         for n in &mut t.nodes {
             match n.kind {
@@ -153,6 +176,46 @@ impl Copier<'_, '_> {
         let (nid, _) = self.packer.add(BlobType::Tree, &t.encode()?)?;
         self.trees.insert(*id, nid);
         Ok(nid)
+    }
+
+    /// With shared IDs: copies tree `id`, the blobs below it the
+    /// destination lacks (each read verified, stored under the same ID),
+    /// and the tree blob itself, unchanged.
+    fn shared_tree(&mut self, id: &Id) -> Result<Id> {
+        let t: Tree = self.src.load_tree(id)?;
+        for n in &t.nodes {
+            match (n.kind, n.subtree) {
+                (NodeKind::Dir, Some(s)) => {
+                    self.tree(&s)?;
+                }
+                (NodeKind::File, _) => {
+                    for c in &n.content {
+                        self.same_blob(BlobType::Data, c)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.same_blob(BlobType::Tree, id)?;
+        self.trees.insert(*id, *id);
+        Ok(*id)
+    }
+
+    /// Copies blob `id` unless the destination has it.
+    fn same_blob(&mut self, ty: BlobType, id: &Id) -> Result<()> {
+        if self.packer.has(id)? {
+            return Ok(());
+        }
+        let plain = self.src.read_blob(id)?;
+        self.bytes_read += plain.len() as u64;
+        let (got, _) = self.packer.add(ty, &plain)?;
+        if got != *id {
+            return Err(Error::corrupt(
+                format!("blob {id}"),
+                "hashes to another ID in the destination, though the repositories share their ID key",
+            ));
+        }
+        Ok(())
     }
 
     /// Re-chunks a file's content (source chunk IDs `ids`) for the

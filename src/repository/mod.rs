@@ -71,12 +71,26 @@ impl Repository {
         opts: &InitOptions,
         cache_dir: &Path,
     ) -> Result<Repository> {
+        Self::init_with_master(backend, first_key, opts, cache_dir, MasterKey::generate()?)
+    }
+
+    /// [`Repository::init`] with a given master key instead of a new one:
+    /// `init --copy-chunker-params --from-repo` gives the new repository
+    /// the source's master key, so both derive the same blob-ID key and
+    /// gear table and blobs copy between them with the same IDs (see
+    /// repo-format/SPEC.md, "Repositories that share a master key").
+    pub fn init_with_master(
+        backend: Arc<dyn Backend>,
+        first_key: &NewKey,
+        opts: &InitOptions,
+        cache_dir: &Path,
+        master: MasterKey,
+    ) -> Result<Repository> {
         opts.chunker.validate()?;
         if backend.exists(Kind::Config, "config")? {
             return Err(Error::RepositoryExists(backend.location()));
         }
         backend.create()?;
-        let master = MasterKey::generate()?;
         let keys = Keys::derive(&master);
         let config = Config {
             id: crate::crypto::random_id()?,

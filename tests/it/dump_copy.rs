@@ -495,3 +495,247 @@ fn diff_against_live_tree_reports_exactly_the_changes() {
     want.insert(("M".into(), "sneaky.txt".into()));
     assert_eq!(changes(&out, &src), want, "{out}");
 }
+
+/// Environment for `copy`: the source repository's password.
+fn copy_cmd(dst: &Path, cache: &Path, src: &Path) -> std::process::Command {
+    let mut c = larder(dst, cache);
+    c.env("LARDER_FROM_PASSWORD", crate::common::PASS)
+        .arg("--json")
+        .arg("copy")
+        .arg("--from-repo")
+        .arg(src);
+    c
+}
+
+fn run_ok(c: std::process::Command) -> serde_json::Value {
+    let (code, out, err) = crate::support::run(c);
+    assert_eq!(code, 0, "{err}");
+    crate::support::json_lines(&out).pop().unwrap()
+}
+
+fn restore_to(repo: &Path, cache: &Path, spec: &str, target: &Path) {
+    let path = spec.split_once(':').map_or("/", |(_, p)| p);
+    ok(
+        repo,
+        cache,
+        &[
+            OsStr::new("restore"),
+            OsStr::new(spec),
+            OsStr::new("--target"),
+            target.as_os_str(),
+            OsStr::new("--path"),
+            OsStr::new(path),
+        ],
+    );
+}
+
+/// A copied snapshot (of the hostile tree) restores from the destination
+/// to the same tree (bsdtar mtree: names, modes, owners, times, contents,
+/// links) as from the source; a second copy adds no pack and no snapshot;
+/// `check --read-data` passes on the destination.
+#[test]
+fn copied_snapshot_restores_identically_and_copies_once() {
+    if !need("bsdtar") {
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (repo, dst, cache) = (
+        base.path().join("repo"),
+        base.path().join("dst"),
+        base.path().join("cache"),
+    );
+    let src = base.path().join("src");
+    hostile_tree(&src);
+    ok(&repo, &cache, &[OsStr::new("init")]);
+    ok(&repo, &cache, &[OsStr::new("backup"), src.as_os_str()]);
+    write(&src.join("second.bin"), &rand_bytes(8, 1 << 20));
+    ok(&repo, &cache, &[OsStr::new("backup"), src.as_os_str()]);
+    ok(&dst, &cache, &[OsStr::new("init")]);
+    let first = run_ok(copy_cmd(&dst, &cache, &repo));
+    assert_eq!(first["copied"].as_array().unwrap().len(), 2, "{first}");
+    assert!(first["blobs_added"].as_u64().unwrap() > 0);
+    let packs = crate::support::pack_files(&dst);
+    let again = run_ok(copy_cmd(&dst, &cache, &repo));
+    assert_eq!(again["copied"].as_array().unwrap().len(), 0, "{again}");
+    assert_eq!(again["skipped"].as_array().unwrap().len(), 2, "{again}");
+    assert_eq!(again["blobs_added"], 0);
+    assert_eq!(
+        crate::support::pack_files(&dst),
+        packs,
+        "a second copy adds no pack"
+    );
+
+    let spec = format!("latest:{}", src.display());
+    let (a, b) = (base.path().join("from-src"), base.path().join("from-dst"));
+    restore_to(&repo, &cache, &spec, &a);
+    restore_to(&dst, &cache, &spec, &b);
+    let (ma, mb) = (mtree(&a), mtree(&b));
+    assert!(ma.len() > 500, "{}", ma.len());
+    assert_eq!(ma, mb, "the copy restores as the original");
+    assert_eq!(link_groups(&a), link_groups(&b));
+    ok(
+        &dst,
+        &cache,
+        &[OsStr::new("check"), OsStr::new("--read-data")],
+    );
+    // A destination made to share the source's chunker and blob IDs: the
+    // same trees (same IDs), blobs copied as they are.
+    let shared = base.path().join("shared");
+    let mut init = larder(&shared, &cache);
+    init.env("LARDER_FROM_PASSWORD", crate::common::PASS)
+        .args(["init", "--copy-chunker-params", "--from-repo"])
+        .arg(&repo);
+    let (code, _, err) = crate::support::run(init);
+    assert_eq!(code, 0, "{err}");
+    let first = run_ok(copy_cmd(&shared, &cache, &repo));
+    assert_eq!(first["copied"].as_array().unwrap().len(), 2, "{first}");
+    let trees = |r: &Path| -> Vec<String> {
+        let out = ok(r, &cache, &[OsStr::new("--json"), OsStr::new("snapshots")]);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["tree"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        trees(&shared),
+        trees(&repo),
+        "shared IDs: trees copied unchanged"
+    );
+    assert_ne!(
+        trees(&dst),
+        trees(&repo),
+        "re-chunked copies have their own IDs"
+    );
+    let packs = crate::support::pack_files(&shared);
+    let again = run_ok(copy_cmd(&shared, &cache, &repo));
+    assert_eq!(again["blobs_added"], 0, "{again}");
+    assert_eq!(crate::support::pack_files(&shared), packs);
+    let c = base.path().join("from-shared");
+    restore_to(&shared, &cache, &spec, &c);
+    assert_eq!(mtree(&c), ma, "the shared-ID copy restores as the original");
+    ok(
+        &shared,
+        &cache,
+        &[OsStr::new("check"), OsStr::new("--read-data")],
+    );
+}
+
+/// Random data large enough that a copy writes several packs.
+fn big_source(base: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let (repo, cache) = (base.join("repo"), base.join("cache"));
+    let src = base.join("src");
+    for i in 0..6u64 {
+        write(
+            &src.join(format!("f{i}.bin")),
+            &rand_bytes(100 + i, 12 << 20),
+        );
+    }
+    ok(&repo, &cache, &[OsStr::new("init")]);
+    ok(&repo, &cache, &[OsStr::new("backup"), src.as_os_str()]);
+    (repo, cache, src)
+}
+
+/// kill -9 in the middle of a copy (once a pack has landed), then copy
+/// again: it completes, `check --read-data` passes, and the copy restores
+/// the source's bytes.
+#[test]
+fn copy_killed_midway_completes_on_the_next_run() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache, src) = big_source(base.path());
+    let dst = base.path().join("dst");
+    ok(&dst, &cache, &[OsStr::new("init")]);
+    let mut c = copy_cmd(&dst, &cache, &repo);
+    let mut child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut killed = false;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if crate::support::pack_files(&dst).0 >= 1 {
+            child.kill().unwrap();
+            killed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.wait().unwrap();
+    assert!(
+        killed,
+        "the copy ended before a pack landed: make the data larger"
+    );
+    let snaps = |r: &Path| {
+        let out = ok(r, &cache, &[OsStr::new("--json"), OsStr::new("snapshots")]);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        v.as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(snaps(&dst), 0, "no snapshot from the killed copy");
+    let r = run_ok(copy_cmd(&dst, &cache, &repo));
+    assert_eq!(r["copied"].as_array().unwrap().len(), 1, "{r}");
+    ok(
+        &dst,
+        &cache,
+        &[OsStr::new("check"), OsStr::new("--read-data")],
+    );
+    let t = base.path().join("t");
+    restore_to(&dst, &cache, &format!("latest:{}", src.display()), &t);
+    for i in 0..6u64 {
+        let n = format!("f{i}.bin");
+        assert!(
+            fs::read(t.join(&n)).unwrap() == rand_bytes(100 + i, 12 << 20),
+            "{n}"
+        );
+    }
+}
+
+/// A copy and a backup into the same destination at once: both finish,
+/// both snapshots restore whole, `check --read-data` passes.
+#[test]
+fn copy_beside_a_backup_leaves_both_whole() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache, src) = big_source(base.path());
+    let dst = base.path().join("dst");
+    ok(&dst, &cache, &[OsStr::new("init")]);
+    let other = base.path().join("other");
+    for i in 0..4u64 {
+        write(
+            &other.join(format!("o{i}.bin")),
+            &rand_bytes(200 + i, 8 << 20),
+        );
+    }
+    let mut cp = copy_cmd(&dst, &cache, &repo);
+    let copy = cp
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut bk = larder(&dst, &base.path().join("cache2"));
+    bk.arg("backup").arg(&other);
+    let (code, _, err) = crate::support::run(bk);
+    assert_eq!(code, 0, "{err}");
+    let out = copy.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ok(
+        &dst,
+        &cache,
+        &[OsStr::new("check"), OsStr::new("--read-data")],
+    );
+    let (t1, t2) = (base.path().join("t1"), base.path().join("t2"));
+    restore_to(&dst, &cache, &format!("latest:{}", src.display()), &t1);
+    restore_to(&dst, &cache, &format!("latest:{}", other.display()), &t2);
+    for i in 0..6u64 {
+        assert!(fs::read(t1.join(format!("f{i}.bin"))).unwrap() == rand_bytes(100 + i, 12 << 20));
+    }
+    for i in 0..4u64 {
+        assert!(fs::read(t2.join(format!("o{i}.bin"))).unwrap() == rand_bytes(200 + i, 8 << 20));
+    }
+}
