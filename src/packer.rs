@@ -35,8 +35,15 @@ pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Resul
     pack::seal_blob(repo.keys(), repo.config().compression_level, ty, id, plain)
 }
 
-/// Index segments are written after this many packs.
-const PACKS_PER_SEGMENT: usize = 8;
+/// An index segment is written after this many packs (1 GiB at the
+/// default pack size), or once the oldest pack it would list has waited
+/// [`SEGMENT_WAIT`]. Few segments mean few requests and few files for
+/// every later open to absorb; a run killed before its segment loses
+/// nothing either way: its packs are indexed by the next backup (see
+/// `archiver::runmark`).
+const PACKS_PER_SEGMENT: usize = 64;
+/// The longest an uploaded pack waits for its segment.
+const SEGMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Finished packs that may wait for their fsync while the next one fills.
 const UPLOAD_QUEUE: usize = 6;
@@ -112,6 +119,8 @@ pub struct Packer<'r> {
     /// yet listed by a segment.
     in_pack: HashSet<Id>,
     unsegmented: Vec<IndexPack>,
+    /// When the first pack of `unsegmented` was uploaded.
+    unsegmented_since: Option<std::time::Instant>,
     uploader: Uploader,
     /// The run's repository lock, checked before every write.
     lock: Option<LockHandle>,
@@ -139,6 +148,7 @@ impl<'r> Packer<'r> {
             writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
+            unsegmented_since: None,
             uploader: Uploader::spawn(repo.backend_arc(), lock.clone()),
             lock,
             stats: PackerStats::default(),
@@ -226,7 +236,10 @@ impl<'r> Packer<'r> {
             let ip = r?;
             self.unsegmented.push(ip);
             self.stats.packs_written += 1;
-            if self.unsegmented.len() >= PACKS_PER_SEGMENT {
+            let since = *self
+                .unsegmented_since
+                .get_or_insert_with(std::time::Instant::now);
+            if self.unsegmented.len() >= PACKS_PER_SEGMENT || since.elapsed() >= SEGMENT_WAIT {
                 self.flush_segment()?;
             }
         }
@@ -244,6 +257,7 @@ impl<'r> Packer<'r> {
         let seg = IndexSegment {
             packs: std::mem::take(&mut self.unsegmented),
         };
+        self.unsegmented_since = None;
         check_lock(&self.lock)?;
         let sid = index::write_segment(self.repo.backend(), self.repo.keys(), &seg)?;
         self.repo.index()?.absorb(&sid, &seg)?;

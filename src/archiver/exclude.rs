@@ -26,8 +26,9 @@ pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<Str
     Ok(out)
 }
 
-/// Compiled exclude rules.
-pub(super) struct Excluder {
+/// Compiled exclude rules. Outside the archiver (`rewrite`) only the globs
+/// apply: [`Excluder::from_globs`] and [`Excluder::matches`].
+pub struct Excluder {
     by_name: GlobSet,
     by_path: GlobSet,
     if_present: Vec<String>,
@@ -67,15 +68,24 @@ impl Excluder {
         })
     }
 
+    /// The rules of `backup --exclude` for `globs` alone (no marker
+    /// files, no cache directories).
+    pub fn from_globs(globs: &[String]) -> Result<Self> {
+        Self::new(&BackupOptions {
+            excludes: globs.to_vec(),
+            ..BackupOptions::default()
+        })
+    }
+
+    /// Whether a glob excludes absolute `path` (by its name or whole path).
+    pub fn matches(&self, path: &Path) -> bool {
+        path.file_name().is_some_and(|n| self.by_name.is_match(n)) || self.by_path.is_match(path)
+    }
+
     /// `path` is matched against the patterns; `fs_path` is where to look on disk
     /// (a path the kernel accepts, see [`crate::localfs::child_path`]).
     pub(super) fn excluded(&self, path: &Path, fs_path: &Path, is_dir: bool) -> bool {
-        if let Some(n) = path.file_name()
-            && self.by_name.is_match(n)
-        {
-            return true;
-        }
-        if self.by_path.is_match(path) {
+        if self.matches(path) {
             return true;
         }
         if is_dir {

@@ -17,10 +17,12 @@
 mod blobs;
 mod exclude;
 
-pub use exclude::with_exclude_files;
+pub use exclude::{Excluder, with_exclude_files};
+pub use parent::same_file;
 mod file;
 mod parent;
 mod root;
+mod runmark;
 mod scan;
 mod store;
 mod walk;
@@ -34,8 +36,8 @@ use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
 use blobs::BlobSink;
-use exclude::Excluder;
 use parent::ParentTrees;
+use runmark::RunMark;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -133,9 +135,13 @@ pub fn backup(
         // a prune that marked packs before this lock existed knows this
         // run cannot depend on them.
         repo.sync_index()?;
-        // Packs a killed run left without an index segment are reused.
         l.check()?;
+    }
+    let mut mark = lock.as_ref().map(|_| RunMark::begin(repo.cache_dir()));
+    if let Some(m) = mark.as_mut().filter(|m| m.look_for_orphans) {
+        // Packs a killed run left without an index segment are reused.
         repo.index_orphan_packs()?;
+        m.forget_dead();
     }
     // --force still records the parent, it just does not trust it.
     let parent_root = parent.as_ref().filter(|_| !opts.force).map(|(_, s)| s.tree);
@@ -164,15 +170,22 @@ pub fn backup(
         None => None,
         Some(l) => {
             l.check()?;
-            Some(snapshot::save(repo, &snap)?)
+            let id = snapshot::save(repo, &snap)?;
+            if let Some(m) = mark {
+                m.finish();
+            }
+            Some(id)
         }
     };
+    // What the first sync of the index skipped, unless the open showed it.
+    let mut notices = repo.take_index_problems();
+    notices.extend(walked.notices);
     Ok(BackupResult {
         snapshot_id,
         parent: snap.parent,
         summary,
         warnings: walked.warnings,
-        notices: walked.notices,
+        notices,
     })
 }
 

@@ -107,11 +107,7 @@ impl Archiver<'_, '_> {
                 // again (self-healing), never carried into a new snapshot.
                 if let Some(o) = &old
                     && !self.opts.force
-                    && o.kind == NodeKind::File
-                    && o.size == node.size
-                    && o.mtime_ns == node.mtime_ns
-                    && o.ctime_ns == node.ctime_ns
-                    && o.inode == node.inode
+                    && super::parent::same_file(o, &node)
                     && self.blobs.all_known(&o.content)?
                 {
                     node.content = o.content.clone();

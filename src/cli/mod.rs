@@ -6,9 +6,13 @@
 mod cmd_backup;
 mod cmd_cat;
 mod cmd_check;
+mod cmd_completion;
 mod cmd_config;
+mod cmd_copy;
 mod cmd_daemon;
 mod cmd_diff;
+mod cmd_dump;
+mod cmd_find;
 mod cmd_forget;
 mod cmd_init;
 mod cmd_key;
@@ -18,10 +22,12 @@ mod cmd_mount;
 mod cmd_prune;
 mod cmd_repair;
 mod cmd_restore;
+mod cmd_rewrite;
 mod cmd_run;
 mod cmd_schedule;
 mod cmd_snapshots;
 mod cmd_stats;
+mod cmd_tag;
 mod cmd_unlock;
 mod filter;
 mod global;
@@ -58,16 +64,23 @@ enum Command {
     Forget(Box<cmd_forget::Args>),
     Stats(cmd_stats::Args),
     Restore(cmd_restore::Args),
+    Copy(cmd_copy::Args),
     Diff(cmd_diff::Args),
+    Dump(cmd_dump::Args),
     Ls(cmd_ls::Args),
+    Find(cmd_find::Args),
     Cat(cmd_cat::Args),
     Prune(cmd_prune::Args),
+    Tag(cmd_tag::Args),
+    Rewrite(cmd_rewrite::Args),
     Unlock(cmd_unlock::Args),
     /// Validate the scheduled-backup profiles.
     Config(cmd_config::Args),
     Run(cmd_run::Args),
     Schedule(cmd_schedule::Args),
     Daemon(cmd_daemon::Args),
+    Completion(cmd_completion::CompletionArgs),
+    Manpage(cmd_completion::ManpageArgs),
     #[cfg(feature = "mount")]
     Mount(cmd_mount::Args),
 }
@@ -102,15 +115,22 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Forget(a) => cmd_forget::run(g, *a),
         Command::Stats(a) => cmd_stats::run(g, a),
         Command::Restore(a) => cmd_restore::run(g, a),
+        Command::Copy(a) => cmd_copy::run(g, a),
         Command::Diff(a) => cmd_diff::run(g, a),
+        Command::Dump(a) => cmd_dump::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),
+        Command::Find(a) => cmd_find::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),
         Command::Prune(a) => cmd_prune::run(g, a),
+        Command::Tag(a) => cmd_tag::run(g, a),
+        Command::Rewrite(a) => cmd_rewrite::run(g, a),
         Command::Unlock(a) => cmd_unlock::run(g, a),
         Command::Config(a) => cmd_config::run(g, a),
         Command::Run(a) => cmd_run::run(g, a),
         Command::Schedule(a) => cmd_schedule::run(g, a),
         Command::Daemon(a) => cmd_daemon::run(g, a),
+        Command::Completion(a) => cmd_completion::completion(a),
+        Command::Manpage(a) => cmd_completion::manpage(g, a),
         #[cfg(feature = "mount")]
         Command::Mount(a) => cmd_mount::run(g, a),
     }

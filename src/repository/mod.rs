@@ -35,8 +35,12 @@ pub struct Repository {
     config: Config,
     key_id: Id,
     index: Mutex<Index>,
-    /// Index segments skipped at open (see [`Repository::index_problems`]).
-    index_problems: Vec<String>,
+    /// Whether the index cache has been brought up to date with `index/`
+    /// since open (the first use of the index does it).
+    index_synced: AtomicBool,
+    /// Index segments the first sync skipped, until taken (see
+    /// [`Repository::take_index_problems`]).
+    index_problems: Mutex<Vec<String>>,
     cache_dir: PathBuf,
     /// Whether commands that only read take a shared lock (see
     /// [`Repository::lock_for_reading`]).
@@ -94,9 +98,26 @@ impl Repository {
         Self::open_reporting(backend, cred, cache_dir, &mut Vec::new())
     }
 
+    /// [`Repository::open_reporting`], with the index cache brought up to
+    /// date with `index/` before it returns.
+    pub fn open_reporting(
+        backend: Arc<dyn Backend>,
+        cred: &Credential,
+        cache_dir: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<Repository> {
+        let repo = Self::open_unsynced(backend, cred, cache_dir, warnings)?;
+        drop(repo.index()?);
+        Ok(repo)
+    }
+
     /// [`Repository::open`], adding to `warnings` what it skipped on the
     /// way (key files it could not read or use), whether or not it opens.
-    pub fn open_reporting(
+    /// The index cache is opened but not yet brought up to date: its first
+    /// use does that. For a command that brings it up to date itself once
+    /// it holds its lock (a backup), this saves listing `index/` and
+    /// `marks/` twice, which on remote storage is two requests each.
+    pub fn open_unsynced(
         backend: Arc<dyn Backend>,
         cred: &Credential,
         cache_dir: &Path,
@@ -128,8 +149,7 @@ impl Repository {
         // The cache root carries larder's CACHEDIR.TAG, so no backup stores it.
         crate::host::prepare_state_dir(cache_dir)?;
         let dir = cache_dir.join(config.id.to_hex());
-        let mut index = Index::open(&dir.join("index.sqlite"))?;
-        let synced = index.sync(backend.as_ref(), &keys)?;
+        let index = Index::open(&dir.join("index.sqlite"))?;
         // Remote backends (those with connections) keep trees locally.
         let tree_cache = backend
             .connections()
@@ -141,7 +161,8 @@ impl Repository {
             config,
             key_id,
             index: Mutex::new(index),
-            index_problems: synced.bad,
+            index_synced: AtomicBool::new(false),
+            index_problems: Mutex::new(Vec::new()),
             tree_cache,
             cache_dir: dir,
             lock_readers: AtomicBool::new(true),
@@ -183,23 +204,48 @@ impl Repository {
         &self.cache_dir
     }
 
-    /// The index cache (locked for the caller).
+    /// The index cache (locked for the caller), brought up to date with
+    /// `index/` first if this is its first use since open.
     pub fn index(&self) -> Result<MutexGuard<'_, Index>> {
+        let mut g = self.lock_index()?;
+        if !self.index_synced.load(Ordering::Acquire) {
+            self.sync_locked(&mut g)?;
+        }
+        Ok(g)
+    }
+
+    fn lock_index(&self) -> Result<MutexGuard<'_, Index>> {
         self.index
             .lock()
             .map_err(|_| Error::internal("index cache lock poisoned by a panic"))
     }
 
+    /// Syncs the locked index; the first sync's problems are kept.
+    fn sync_locked(&self, g: &mut Index) -> Result<SyncReport> {
+        let report = g.sync(self.backend.as_ref(), &self.keys)?;
+        if !self.index_synced.swap(true, Ordering::AcqRel)
+            && let Ok(mut p) = self.index_problems.lock()
+        {
+            p.clone_from(&report.bad);
+        }
+        Ok(report)
+    }
+
     /// Re-reads `index/` into the cache. Segments that cannot be read are
     /// skipped and named in the report.
     pub fn sync_index(&self) -> Result<SyncReport> {
-        self.index()?.sync(self.backend.as_ref(), &self.keys)
+        let mut g = self.lock_index()?;
+        self.sync_locked(&mut g)
     }
 
-    /// Problems met opening the index: segments that could not be read and
-    /// were skipped (blobs they list look missing until `repair index`).
-    pub fn index_problems(&self) -> &[String] {
-        &self.index_problems
+    /// Problems the first sync of the index met: segments that could not
+    /// be read and were skipped (blobs they list look missing until
+    /// `repair index`). Taken once, so whoever shows them shows them once.
+    pub fn take_index_problems(&self) -> Vec<String> {
+        self.index_problems
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
     }
 
     /// A chunker with this repository's parameters and gear table.

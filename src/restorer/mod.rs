@@ -24,6 +24,7 @@
 mod files;
 mod plan;
 mod select;
+mod source;
 mod target;
 mod walk;
 
@@ -34,6 +35,7 @@ use crate::repository::Repository;
 use crate::snapshot::Snapshot;
 use crate::tree::NodeKind;
 use serde::Serialize;
+use source::PackSource;
 use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
@@ -107,6 +109,9 @@ pub fn restore_with_progress(
     }
     let dest = Destination::new(opts.numeric_owner);
     let selector = select::Selector::new(&opts.include, &opts.exclude)?;
+    // What the restore will write, when it is the whole snapshot.
+    let whole = sub.is_none() && opts.include.is_empty() && opts.exclude.is_empty();
+    let source = PackSource::new(repo, whole.then_some(snap.summary.total_bytes));
     let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         if opts.include.is_empty() && opts.exclude.is_empty() {
@@ -117,6 +122,7 @@ pub fn restore_with_progress(
             repo,
             dest: &dest,
             opts,
+            source: &source,
             progress,
             scope,
             pending: None,

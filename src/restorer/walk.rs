@@ -8,6 +8,7 @@
 
 use super::files::{self, BatchOutcome};
 use super::select::Selector;
+use super::source::PackSource;
 use super::target::{self, DirState, FileJob};
 use super::{Destination, Overwrite, RestoreOptions, RestoreReport};
 use crate::error::{Error, Result};
@@ -61,6 +62,7 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     pub(super) repo: &'env Repository,
     pub(super) dest: &'env Destination,
     pub(super) opts: &'env RestoreOptions,
+    pub(super) source: &'env PackSource<'env>,
     pub(super) progress: &'env dyn Progress,
     pub(super) scope: &'scope Scope<'scope, 'env>,
     /// The batch being written while the walk goes on.
@@ -348,10 +350,10 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         if jobs.is_empty() {
             return Ok(());
         }
-        let (repo, dest, progress) = (self.repo, self.dest, self.progress);
+        let (repo, source, dest, progress) = (self.repo, self.source, self.dest, self.progress);
         self.pending = Some(
             self.scope
-                .spawn(move || files::write_batch(repo, dest, jobs, progress)),
+                .spawn(move || files::write_batch(repo, source, dest, jobs, progress)),
         );
         Ok(())
     }
