@@ -135,3 +135,30 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Mount(a) => cmd_mount::run(g, a),
     }
 }
+
+#[cfg(test)]
+mod help_tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// The commands (space-separated paths) whose help has no example.
+    fn without_example(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for sub in cmd.get_subcommands() {
+            let p = format!("{path} {}", sub.get_name());
+            let help = sub.clone().render_long_help().to_string();
+            if !help.contains("Example") {
+                out.push(p.clone());
+            }
+            without_example(sub, &p, out);
+        }
+    }
+
+    #[test]
+    fn every_command_has_an_example() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        without_example(&cli, "larder", &mut missing);
+        assert!(cli.get_subcommands().count() >= 18);
+        assert!(missing.is_empty(), "no example in --help of: {missing:?}");
+    }
+}

@@ -42,6 +42,8 @@ struct State {
     /// Restore's status lines also carry restic's `files_restored` and
     /// `bytes_restored`.
     restore: bool,
+    /// What is counted ("files", "packs").
+    unit: &'static str,
     start: Instant,
     files: AtomicU64,
     bytes: AtomicU64,
@@ -149,11 +151,12 @@ impl State {
             .rev()
             .collect();
         eprint!(
-            "\r\x1b[K[{}] {:5.1}%  {} / {}{total} files  {:.1} / {:.1}{total} MiB  {:.1} MiB/s{eta}  {}",
+            "\r\x1b[K[{}] {:5.1}%  {} / {}{total} {}  {:.1} / {:.1}{total} MiB  {:.1} MiB/s{eta}  {}",
             clock(s.seconds_elapsed),
             s.percent_done * 100.0,
             s.files_done,
             s.total_files,
+            self.unit,
             mib(s.bytes_done),
             mib(s.total_bytes),
             rate,
@@ -176,6 +179,11 @@ fn clock(secs: f64) -> String {
 impl TermProgress {
     /// Starts a display in `mode`; `restore` adds restic's restore fields.
     pub fn start(mode: Mode, restore: bool) -> Self {
+        Self::counting(mode, restore, "files")
+    }
+
+    /// [`TermProgress::start`], counting `unit` instead of files.
+    pub fn counting(mode: Mode, restore: bool, unit: &'static str) -> Self {
         let interval = std::env::var("LARDER_PROGRESS_INTERVAL_MS")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
@@ -183,6 +191,7 @@ impl TermProgress {
         let state = Arc::new(State {
             mode,
             restore,
+            unit,
             start: Instant::now(),
             files: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
