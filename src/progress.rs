@@ -20,6 +20,11 @@ pub trait Progress: Sync {
     /// The scan so far found `files` files of `bytes` bytes in all;
     /// `complete` once it has seen everything.
     fn totals(&self, _files: u64, _bytes: u64, _complete: bool) {}
+    /// Whether anything shows the totals: the scan beside an operation
+    /// (a second walk of the same tree) runs only then. No by default.
+    fn wants_totals(&self) -> bool {
+        false
+    }
 }
 
 /// No progress output.

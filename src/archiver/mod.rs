@@ -228,10 +228,14 @@ fn run_pipeline(
     let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| -> Result<Walked> {
         let stop = &scan_stop;
-        scope.spawn(|| {
-            let x = &scan_excluder;
-            scan::scan(paths, x, opts.one_file_system, stop, progress)
-        });
+        // The totals for a percentage and an ETA cost a second walk: only
+        // when something shows them.
+        if progress.wants_totals() {
+            scope.spawn(|| {
+                let x = &scan_excluder;
+                scan::scan(paths, x, opts.one_file_system, stop, progress)
+            });
+        }
         let (tx, handle) = if opts.dry_run {
             (None, None)
         } else {

@@ -267,6 +267,9 @@ impl Progress for TermProgress {
             self.state.print_json();
         }
     }
+    fn wants_totals(&self) -> bool {
+        self.state.mode != Mode::Off
+    }
     fn totals(&self, files: u64, bytes: u64, complete: bool) {
         self.state.total_files.store(files, Ordering::Relaxed);
         self.state.total_bytes.store(bytes, Ordering::Relaxed);

@@ -114,7 +114,7 @@ pub fn restore_with_progress(
     let source = PackSource::new(repo, whole.then_some(snap.summary.total_bytes));
     let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        if opts.include.is_empty() && opts.exclude.is_empty() {
+        if progress.wants_totals() && opts.include.is_empty() && opts.exclude.is_empty() {
             let stop = &scan_stop;
             scope.spawn(move || scan(repo, root, stop, progress));
         }

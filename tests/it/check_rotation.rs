@@ -181,7 +181,7 @@ fn verification_dates_survive_between_runs_and_the_oldest_go_first() {
         .min()
         .unwrap();
     assert!(newest_read <= oldest_left, "{again:?} vs {rec:?}");
-    if total % per_run == 0 {
+    if total.is_multiple_of(per_run) {
         assert_eq!(again, first_run);
     }
 
