@@ -379,8 +379,11 @@ fn tag_add_remove_set_change_only_the_tags() {
         );
         let s = load(&f.t, &new);
         assert_eq!(s.tags, want, "{args:?}");
+        // restic's `original`: the first snapshot of the chain.
+        assert_eq!(s.original.map(|o| o.to_hex()), Some(f.first.clone()));
         let mut same = s.clone();
         same.tags = before.tags.clone();
+        same.original = None;
         assert_eq!(same, before, "{args:?}: only the tags change");
         current = new;
     }
@@ -560,6 +563,8 @@ fn rewrite_removes_the_path_and_nothing_else_and_prune_drops_its_data() {
     let old = load(&f.t, &kept_new);
     let new = load(&f.t, &new_second);
     assert_eq!(new.tree, old.tree, "same exclusion, same tree");
+    assert_eq!(new.original.map(|o| o.to_hex()), Some(f.second.clone()));
+    assert_eq!(old.original, new.original);
     assert!(new.tags.is_empty());
     // Unchanged subtrees keep their ids.
     assert_eq!(
