@@ -387,6 +387,16 @@ fn tag_add_remove_set_change_only_the_tags() {
         assert_eq!(same, before, "{args:?}: only the tags change");
         current = new;
     }
+    // `snapshots --json` shows it, as restic's.
+    let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(o.out.trim()).unwrap();
+    let shown = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == current.as_str())
+        .unwrap();
+    assert_eq!(shown["original"], f.first.as_str());
     // A change that changes nothing saves nothing.
     let o = larder_ok(&repo, &cache, &["tag", "--json", "--set", "", &current]);
     assert_eq!(json_lines(&o.out)[0]["unchanged"][0], current.as_str());
