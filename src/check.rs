@@ -59,6 +59,16 @@ impl CheckReport {
 
 /// Runs the checks, under a shared lock.
 pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
+    check_with_progress(repo, opts, &crate::progress::NoProgress)
+}
+
+/// [`check`], telling `progress` the packs whose data is read (one "file"
+/// per pack, with its bytes; the totals are known before the first read).
+pub fn check_with_progress(
+    repo: &Repository,
+    opts: &CheckOptions,
+    progress: &dyn crate::progress::Progress,
+) -> Result<CheckReport> {
     let _lock = repo.lock_for_reading()?;
     let mut r = CheckReport::default();
     check_keys(repo, &mut r)?;
@@ -66,7 +76,7 @@ pub fn check(repo: &Repository, opts: &CheckOptions) -> Result<CheckReport> {
     let indexed = check_packs(repo, &mut r)?;
     check_snapshots(repo, &mut r)?;
     if opts.read_data || opts.subset.is_some() {
-        read_data(repo, &indexed, opts.subset.as_ref(), &mut r)?;
+        read_data(repo, &indexed, opts.subset.as_ref(), &mut r, progress)?;
     }
     Ok(r)
 }
@@ -78,11 +88,14 @@ fn read_data(
     indexed: &[(Id, u64)],
     subset: Option<&DataSubset>,
     r: &mut CheckReport,
+    progress: &dyn crate::progress::Progress,
 ) -> Result<()> {
     let log = VerifyLog::open(repo)?;
     log.retain(indexed)?;
     let chosen = rotation::select(indexed, &log.all()?, subset);
     let run = log.next_run()?;
+    let total: u64 = chosen.iter().map(|(_, s)| s).sum();
+    progress.totals(chosen.len() as u64, total, true);
     for (id, size) in &chosen {
         crate::interrupt::check()?;
         let (problems, read) = (r.problems.len(), r.packs_read);
@@ -93,6 +106,8 @@ fn read_data(
         if r.problems.len() == problems {
             log.record(id, run, crate::host::now_secs())?;
         }
+        progress.bytes(*size);
+        progress.file_done();
     }
     r.verified = Some(rotation::coverage(
         indexed,

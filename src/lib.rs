@@ -14,7 +14,7 @@
 //! | cryptography and formats | [`crypto`] (keys, sealing, blob ids), [`object`] (sealed objects), [`keys`] (key files), [`chunker`], [`pack`] (format, blobs, writer), [`tree`] (nodes and tree blobs), [`index`] (segments and the SQLite cache) |
 //! | the repository | [`lock`], [`repository`] (init, open, config, blob and tree reads, repair), [`snapshot`] (objects, listing, `latest`), [`packer`] (writing new blobs into packs and segments) |
 //! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait) |
-//! | operations | [`archiver`] (backup), [`restorer`] (restore), [`diff`], [`find`], [`check`], [`schedule`] (profiles and periodic runs) |
+//! | operations | [`archiver`] (backup), [`restorer`] (restore), [`dump`] (a path as bytes or an archive), [`diff`], [`diff_live`] (a snapshot against the disk), [`find`], [`copy`] (snapshots between repositories), [`check`], [`schedule`] (profiles and periodic runs), `mount` (the read-only FUSE view; cargo feature `mount`) |
 //! | maintenance | [`maintenance`] (the operations that delete or rewrite repository contents: `forget` with the policies of [`retention`], `prune`, `repair snapshots`, `stats`; the used-blob set they share) |
 //! | scheduled runs' repository work | [`repo_steps`] (the schedule's steps over archiver, maintenance and check; [`repo_steps::open`] is where other backends plug in) |
 //! | the command line | [`cli`] (one handler per command; terminal output) |
@@ -30,8 +30,11 @@ pub mod backend;
 pub mod check;
 pub mod chunker;
 pub mod cli;
+pub mod copy;
 pub mod crypto;
 pub mod diff;
+pub mod diff_live;
+pub mod dump;
 pub mod error;
 pub mod find;
 pub mod host;
@@ -42,6 +45,8 @@ pub mod keys;
 pub mod localfs;
 pub mod lock;
 pub mod maintenance;
+#[cfg(feature = "mount")]
+pub mod mount;
 pub mod object;
 pub mod pack;
 pub mod packer;

@@ -6,6 +6,11 @@
 //! lists every pack its run uploaded, and only packs whose upload has
 //! completed: packs, then segment, then snapshot. The shared index cache
 //! learns of new packs only from the segment, after it is written.
+//!
+//! Tree blobs go into packs of their own (a second pack being filled), so
+//! a client with an empty cache that needs a snapshot's trees (a second
+//! machine's first backup or restore from remote storage) fetches them a
+//! whole pack at a time rather than a request per directory.
 
 use crate::backend::{Backend, Kind};
 use crate::error::{Error, Result};
@@ -35,8 +40,15 @@ pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Resul
     pack::seal_blob(repo.keys(), repo.config().compression_level, ty, id, plain)
 }
 
-/// Index segments are written after this many packs.
-const PACKS_PER_SEGMENT: usize = 8;
+/// An index segment is written after this many packs (1 GiB at the
+/// default pack size), or once the oldest pack it would list has waited
+/// [`SEGMENT_WAIT`]. Few segments mean few requests and few files for
+/// every later open to absorb; a run killed before its segment loses
+/// nothing either way: its packs are indexed by the next backup (see
+/// `archiver::runmark`).
+const PACKS_PER_SEGMENT: usize = 64;
+/// The longest an uploaded pack waits for its segment.
+const SEGMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Finished packs that may wait for their fsync while the next one fills.
 const UPLOAD_QUEUE: usize = 6;
@@ -108,10 +120,14 @@ impl Drop for Uploader {
 pub struct Packer<'r> {
     repo: &'r Repository,
     writer: PackWriter,
+    /// The pack of tree blobs being filled.
+    tree_writer: PackWriter,
     /// Blobs in the pack being filled, being uploaded, or uploaded but not
     /// yet listed by a segment.
     in_pack: HashSet<Id>,
     unsegmented: Vec<IndexPack>,
+    /// When the first pack of `unsegmented` was uploaded.
+    unsegmented_since: Option<std::time::Instant>,
     uploader: Uploader,
     /// The run's repository lock, checked before every write.
     lock: Option<LockHandle>,
@@ -137,8 +153,10 @@ impl<'r> Packer<'r> {
         Ok(Packer {
             repo,
             writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
+            tree_writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
+            unsegmented_since: None,
             uploader: Uploader::spawn(repo.backend_arc(), lock.clone()),
             lock,
             stats: PackerStats::default(),
@@ -173,23 +191,41 @@ impl<'r> Packer<'r> {
         self.stats.bytes_added_plain += b.plain_len as u64;
         self.stats.bytes_added_stored += b.stored.len() as u64;
         self.in_pack.insert(b.id);
-        if b.ty == BlobType::Tree {
+        let tree = b.ty == BlobType::Tree;
+        if tree {
             self.repo.keep_tree(&b.id, &b.stored);
         }
-        self.writer.add(b)?;
-        if self.writer.size() >= self.repo.config().pack_size as usize {
-            self.flush_pack()?;
+        let w = if tree {
+            &mut self.tree_writer
+        } else {
+            &mut self.writer
+        };
+        w.add(b)?;
+        if w.size() >= self.repo.config().pack_size as usize {
+            self.flush_one(tree)?;
         }
         Ok(true)
     }
 
-    /// Seals the pack being filled and hands it to the upload thread.
+    /// Seals the packs being filled and hands them to the upload thread.
     pub fn flush_pack(&mut self) -> Result<()> {
-        if self.writer.is_empty() {
+        self.flush_one(false)?;
+        self.flush_one(true)
+    }
+
+    /// Seals the data pack (or with `tree`, the tree pack) being filled
+    /// and hands it to the upload thread.
+    fn flush_one(&mut self, tree: bool) -> Result<()> {
+        let slot = if tree {
+            &mut self.tree_writer
+        } else {
+            &mut self.writer
+        };
+        if slot.is_empty() {
             return Ok(());
         }
         let next = PackWriter::new(self.repo.backend().stage(Kind::Pack)?);
-        let w = std::mem::replace(&mut self.writer, next);
+        let w = std::mem::replace(slot, next);
         let p = w.finish(self.repo.keys())?;
         let header = p.size - p.entries.iter().map(|e| e.stored_len as u64).sum::<u64>();
         self.stats.bytes_added_stored += header;
@@ -226,7 +262,10 @@ impl<'r> Packer<'r> {
             let ip = r?;
             self.unsegmented.push(ip);
             self.stats.packs_written += 1;
-            if self.unsegmented.len() >= PACKS_PER_SEGMENT {
+            let since = *self
+                .unsegmented_since
+                .get_or_insert_with(std::time::Instant::now);
+            if self.unsegmented.len() >= PACKS_PER_SEGMENT || since.elapsed() >= SEGMENT_WAIT {
                 self.flush_segment()?;
             }
         }
@@ -244,6 +283,7 @@ impl<'r> Packer<'r> {
         let seg = IndexSegment {
             packs: std::mem::take(&mut self.unsegmented),
         };
+        self.unsegmented_since = None;
         check_lock(&self.lock)?;
         let sid = index::write_segment(self.repo.backend(), self.repo.keys(), &seg)?;
         self.repo.index()?.absorb(&sid, &seg)?;

@@ -63,7 +63,7 @@ pub fn open(profile: &Profile, dirs: &Dirs) -> Result<(Repository, Vec<String>)>
     let cred = credential(profile)?;
     let mut warnings = Vec::new();
     let repo = Repository::open_reporting(store, &cred, &dirs.cache, &mut warnings)?;
-    warnings.extend(repo.index_problems().iter().cloned());
+    warnings.extend(repo.take_index_problems());
     repo.set_lock_readers(true);
     KnownRepositories::in_dir(&dirs.state).verify(&shown, &repo.identity(), false)?;
     Ok((repo, warnings))

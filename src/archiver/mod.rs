@@ -10,16 +10,20 @@
 //! nodes), [`exclude`] (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`file`] (reading and chunking a changed file), [`blobs`]
 //! (hashing and deduplication), [`store`] (compress, seal, pack, upload),
-//! [`root`] (the directories above the backed-up paths). This file runs
+//! [`root`] (the directories above the backed-up paths); beside them runs
+//! [`scan`] (counting what there is, for progress totals). This file runs
 //! them and writes the snapshot.
 
 mod blobs;
 mod exclude;
 
 pub use exclude::{Excluder, with_exclude_files};
+pub use parent::same_file;
 mod file;
 mod parent;
 mod root;
+mod runmark;
+mod scan;
 mod store;
 mod walk;
 
@@ -33,7 +37,9 @@ use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
 use blobs::BlobSink;
 use parent::ParentTrees;
+use runmark::RunMark;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use walk::Archiver;
 
@@ -129,9 +135,13 @@ pub fn backup(
         // a prune that marked packs before this lock existed knows this
         // run cannot depend on them.
         repo.sync_index()?;
-        // Packs a killed run left without an index segment are reused.
         l.check()?;
+    }
+    let mut mark = lock.as_ref().map(|_| RunMark::begin(repo.cache_dir()));
+    if let Some(m) = mark.as_mut().filter(|m| m.look_for_orphans) {
+        // Packs a killed run left without an index segment are reused.
         repo.index_orphan_packs()?;
+        m.forget_dead();
     }
     // --force still records the parent, it just does not trust it.
     let parent_root = parent.as_ref().filter(|_| !opts.force).map(|(_, s)| s.tree);
@@ -161,15 +171,22 @@ pub fn backup(
         None => None,
         Some(l) => {
             l.check()?;
-            Some(snapshot::save(repo, &snap)?)
+            let id = snapshot::save(repo, &snap)?;
+            if let Some(m) = mark {
+                m.finish();
+            }
+            Some(id)
         }
     };
+    // What the first sync of the index skipped, unless the open showed it.
+    let mut notices = repo.take_index_problems();
+    notices.extend(walked.notices);
     Ok(BackupResult {
         snapshot_id,
         parent: snap.parent,
         summary,
         warnings: walked.warnings,
-        notices: walked.notices,
+        notices,
     })
 }
 
@@ -207,8 +224,15 @@ fn run_pipeline(
     lock: Option<LockHandle>,
 ) -> Result<Walked> {
     let excluder = Excluder::new(opts)?;
+    let scan_excluder = Excluder::new(opts)?;
     let chunker = repo.chunker()?;
+    let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| -> Result<Walked> {
+        let stop = &scan_stop;
+        scope.spawn(|| {
+            let x = &scan_excluder;
+            scan::scan(paths, x, opts.one_file_system, stop, progress)
+        });
         let (tx, handle) = if opts.dry_run {
             (None, None)
         } else {
@@ -232,6 +256,7 @@ fn run_pipeline(
             a.blobs.close()?;
             Ok(r)
         });
+        scan_stop.store(true, Ordering::Relaxed);
         let Archiver {
             blobs,
             mut summary,

@@ -11,6 +11,19 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The warm scan's test: whether file `new` (a node from `lstat`) is the
+/// same, unchanged file as `old` from the parent snapshot: same size, mtime,
+/// ctime and inode. Backup then reuses `old`'s chunks without reading the
+/// file; a diff against a live tree takes its content as unchanged.
+pub fn same_file(old: &Node, new: &Node) -> bool {
+    old.kind == NodeKind::File
+        && new.kind == NodeKind::File
+        && old.size == new.size
+        && old.mtime_ns == new.mtime_ns
+        && old.ctime_ns == new.ctime_ns
+        && old.inode == new.inode
+}
+
 /// Lazily loaded trees of the parent snapshot, one per directory depth.
 pub(super) struct ParentTrees<'r> {
     repo: &'r Repository,

@@ -107,17 +107,14 @@ impl Archiver<'_, '_> {
                 // again (self-healing), never carried into a new snapshot.
                 if let Some(o) = &old
                     && !self.opts.force
-                    && o.kind == NodeKind::File
-                    && o.size == node.size
-                    && o.mtime_ns == node.mtime_ns
-                    && o.ctime_ns == node.ctime_ns
-                    && o.inode == node.inode
+                    && super::parent::same_file(o, &node)
                     && self.blobs.all_known(&o.content)?
                 {
                     node.content = o.content.clone();
                     self.summary.files_unmodified += 1;
                     self.summary.total_bytes += node.size;
                     self.progress.bytes(node.size);
+                    self.progress.file_done();
                     return Ok(Some(node));
                 }
                 match self.read_file(path, fs_path, &mut node, md)? {
@@ -137,6 +134,7 @@ impl Archiver<'_, '_> {
                     }
                 }
                 self.summary.total_bytes += node.size;
+                self.progress.file_done();
                 if old.is_some() {
                     self.summary.files_changed += 1;
                 } else {

@@ -93,21 +93,22 @@ impl Drop for Slot<'_> {
 }
 
 /// A rate limit shared by all threads: each transfer reserves its share of
-/// time on one timeline and waits until its reservation ends.
-struct Throttle {
+/// time on one timeline and waits until its reservation ends. Every remote
+/// backend uses it for `--limit-upload` and `--limit-download`.
+pub(crate) struct Throttle {
     bytes_per_sec: f64,
     next: Mutex<Instant>,
 }
 
 impl Throttle {
-    fn new(kib_per_sec: Option<u64>) -> Option<Throttle> {
+    pub(crate) fn new(kib_per_sec: Option<u64>) -> Option<Throttle> {
         kib_per_sec.filter(|k| *k > 0).map(|k| Throttle {
             bytes_per_sec: k as f64 * 1024.0,
             next: Mutex::new(Instant::now()),
         })
     }
 
-    fn take(&self, bytes: usize) {
+    pub(crate) fn take(&self, bytes: usize) {
         let cost = Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec);
         let until = {
             let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
@@ -227,6 +228,79 @@ impl Http {
             return Err(Failure::Transient(describe_status(&mut resp)));
         }
         Ok(resp)
+    }
+}
+
+/// What a request sends: bytes in memory, or a staged file streamed from
+/// its start (so a pack being uploaded is not held in memory; every
+/// attempt reads the file again from offset 0).
+#[derive(Clone, Copy)]
+pub enum Body<'a> {
+    Bytes(&'a [u8]),
+    File(&'a std::fs::File, u64),
+}
+
+impl Body<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Bytes(b) => b.len() as u64,
+            Body::File(_, n) => *n,
+        }
+    }
+
+    /// Sends `req` (its headers set) with this body on `agent`.
+    pub fn send(
+        self,
+        agent: &ureq::Agent,
+        req: ureq::http::request::Builder,
+    ) -> std::result::Result<Response, ureq::Error> {
+        match self {
+            Body::Bytes(d) => agent.run(req.body(d).map_err(ureq::Error::Http)?),
+            Body::File(f, len) => {
+                let mut reader = FileFromStart {
+                    file: f,
+                    at: 0,
+                    len,
+                };
+                let req = req
+                    .header("content-length", len.to_string())
+                    .body(ureq::SendBody::from_reader(&mut reader))
+                    .map_err(ureq::Error::Http)?;
+                agent.run(req)
+            }
+        }
+    }
+}
+
+/// Reads the first `len` bytes of a file with positioned reads (the file's
+/// own offset is left alone).
+struct FileFromStart<'a> {
+    file: &'a std::fs::File,
+    at: u64,
+    len: u64,
+}
+
+impl std::io::Read for FileFromStart<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let left = self.len - self.at;
+        let n = (buf.len() as u64).min(left) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = self.file.read_at(&mut buf[..n], self.at)?;
+        if got == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the staged file is shorter than when it was staged",
+            ));
+        }
+        self.at += got as u64;
+        Ok(got)
     }
 }
 

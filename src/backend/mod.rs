@@ -89,6 +89,29 @@ pub(crate) fn stage_in_temp(dir: &std::path::Path) -> Result<Staged> {
     }))
 }
 
+/// A staged object as a request body: its file (and length), or its bytes
+/// in `held` (filled here for one staged in memory).
+pub(crate) fn staged_body<'a>(
+    staged: &'a mut Staged,
+    held: &'a mut Vec<u8>,
+) -> Result<http::Body<'a>> {
+    match staged {
+        Staged::Memory(v) => {
+            *held = std::mem::take(v);
+            Ok(http::Body::Bytes(held))
+        }
+        Staged::File(f) => {
+            let path = f.path.clone();
+            let file = f
+                .file
+                .as_ref()
+                .ok_or_else(|| Error::internal(format!("{} is closed", path.display())))?;
+            let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+            Ok(http::Body::File(file, len))
+        }
+    }
+}
+
 /// The bytes of a staged object, read back from its file if it has one
 /// (the file is removed when `staged` is dropped).
 pub(crate) fn staged_bytes(staged: Staged) -> Result<Vec<u8>> {
@@ -286,11 +309,14 @@ pub fn open(repo: &std::path::Path, opts: &RemoteOptions) -> Result<Box<dyn Back
                     sftp::COMMAND_VAR
                 )));
             }
-            Box::new(SftpBackend::new(SftpTarget {
-                user: l.user.clone(),
-                host: l.host.clone(),
-                path: l.path.clone(),
-            })?)
+            Box::new(
+                SftpBackend::new(SftpTarget {
+                    user: l.user.clone(),
+                    host: l.host.clone(),
+                    path: l.path.clone(),
+                })?
+                .with_transfer(opts),
+            )
         }
     })
 }

@@ -14,8 +14,8 @@
 //! this with a DELETE of an object that cannot exist, which writes nothing.
 
 use super::http::{
-    Http, RemoteOptions, age_from_headers, body_failure, content_length, not_found, read_body,
-    unexpected,
+    Body, Http, RemoteOptions, age_from_headers, body_failure, content_length, not_found,
+    read_body, unexpected,
 };
 use super::location::RestLocation;
 use super::retry::Failure;
@@ -91,16 +91,63 @@ impl RestBackend {
         method: &str,
         url: &str,
         headers: &[(&str, &str)],
-        body: Option<&[u8]>,
+        body: Option<Body<'_>>,
     ) -> std::result::Result<super::http::Response, Failure> {
         let mut b = self.request(method, url);
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
         self.http.exchange(|agent| match body {
-            Some(d) => agent.run(b.body(d).map_err(ureq::Error::Http)?),
+            Some(d) => d.send(agent, b),
             None => agent.run(b.body(()).map_err(ureq::Error::Http)?),
         })
+    }
+
+    /// POSTs `data` as object `name` (see [`Backend::write`]).
+    fn post(&self, kind: Kind, name: &str, data: Body<'_>) -> Result<()> {
+        let object = kind.path(name);
+        // The protocol has no conditional create: the config, the one
+        // object not named by its content, is checked first.
+        if kind == Kind::Config && self.exists(kind, name)? {
+            return Err(Error::RepositoryExists(self.location()));
+        }
+        let url = self.url(&Self::rel(kind, name)?)?;
+        let refused = self.http.run(&object, || {
+            self.http.throttle_up(data.len() as usize);
+            let mut r = self.send(
+                "POST",
+                &url,
+                &[("content-type", "application/octet-stream")],
+                Some(data),
+            )?;
+            match r.status().as_u16() {
+                200 | 201 | 204 => Ok(false),
+                // Append-only servers refuse rewriting an existing object.
+                403 => Ok(true),
+                _ => Err(Failure::Fatal(unexpected(
+                    &self.http.location,
+                    &object,
+                    &mut r,
+                ))),
+            }
+        })?;
+        if refused {
+            // Same name, same bytes: already there is written.
+            if kind != Kind::Config && self.exists(kind, name)? {
+                return Ok(());
+            }
+            return Err(Error::Backend {
+                object,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{}: the server refused the write (HTTP 403)",
+                        self.location()
+                    ),
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// HEAD: `Some(response)` if the object exists.
@@ -250,49 +297,7 @@ impl Backend for RestBackend {
     }
 
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()> {
-        let object = kind.path(name);
-        // The protocol has no conditional create: the config, the one
-        // object not named by its content, is checked first.
-        if kind == Kind::Config && self.exists(kind, name)? {
-            return Err(Error::RepositoryExists(self.location()));
-        }
-        let url = self.url(&Self::rel(kind, name)?)?;
-        let refused = self.http.run(&object, || {
-            self.http.throttle_up(data.len());
-            let mut r = self.send(
-                "POST",
-                &url,
-                &[("content-type", "application/octet-stream")],
-                Some(data),
-            )?;
-            match r.status().as_u16() {
-                200 | 201 | 204 => Ok(false),
-                // Append-only servers refuse rewriting an existing object.
-                403 => Ok(true),
-                _ => Err(Failure::Fatal(unexpected(
-                    &self.http.location,
-                    &object,
-                    &mut r,
-                ))),
-            }
-        })?;
-        if refused {
-            // Same name, same bytes: already there is written.
-            if kind != Kind::Config && self.exists(kind, name)? {
-                return Ok(());
-            }
-            return Err(Error::Backend {
-                object,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{}: the server refused the write (HTTP 403)",
-                        self.location()
-                    ),
-                ),
-            });
-        }
-        Ok(())
+        self.post(kind, name, Body::Bytes(data))
     }
 
     fn delete(&self, kind: Kind, name: &str) -> Result<()> {
@@ -336,8 +341,11 @@ impl Backend for RestBackend {
         }
     }
 
-    fn commit(&self, kind: Kind, name: &str, staged: super::Staged) -> Result<()> {
-        self.write(kind, name, &super::staged_bytes(staged)?)
+    fn commit(&self, kind: Kind, name: &str, mut staged: super::Staged) -> Result<()> {
+        // Streamed from the staged file, not read into memory.
+        let mut held = Vec::new();
+        let body = super::staged_body(&mut staged, &mut held)?;
+        self.post(kind, name, body)
     }
 
     fn connections(&self) -> Option<usize> {

@@ -10,12 +10,14 @@
 //! A server that does not implement the condition (501) gets plain PUTs
 //! from then on, where names (content hashes) give the same guarantee.
 //!
-//! Credentials as restic's: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//! `AWS_SESSION_TOKEN`, region `AWS_DEFAULT_REGION` (default us-east-1).
+//! Credentials as restic's (see [`credentials`]): the `AWS_*` variables,
+//! else the shared credentials file under `AWS_PROFILE`.
 //! Amazon's own hosts get virtual-host addressing, all others path-style.
 
+mod credentials;
+
 use super::http::{
-    Http, RemoteOptions, Response, age_from_headers, body_failure, content_length, not_found,
+    Body, Http, RemoteOptions, Response, age_from_headers, body_failure, content_length, not_found,
     read_body, unexpected,
 };
 use super::location::S3Location;
@@ -46,17 +48,12 @@ impl S3Backend {
     /// A backend for `loc`, with credentials from the environment.
     pub fn new(loc: &S3Location, shown: String, opts: &RemoteOptions) -> Result<S3Backend> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let (Some(key), Some(secret)) = (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"))
-        else {
-            return Err(Error::Usage(format!(
-                "{shown}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for S3 repositories"
-            )));
+        let found = credentials::find(&shown, &env)?;
+        let creds = match found.token {
+            Some(t) => Credentials::new_with_token(found.key, found.secret, t),
+            None => Credentials::new(found.key, found.secret),
         };
-        let creds = match env("AWS_SESSION_TOKEN") {
-            Some(t) => Credentials::new_with_token(key, secret, t),
-            None => Credentials::new(key, secret),
-        };
-        let region = env("AWS_DEFAULT_REGION").unwrap_or_else(|| "us-east-1".to_string());
+        let region = credentials::region(&env);
         let style = if loc.is_aws() {
             UrlStyle::VirtualHost
         } else {
@@ -96,7 +93,7 @@ impl S3Backend {
         method: &str,
         url: url::Url,
         headers: &[(&str, &str)],
-        body: Option<&[u8]>,
+        body: Option<Body<'_>>,
     ) -> std::result::Result<Response, Failure> {
         let mut b = ureq::http::Request::builder()
             .method(method)
@@ -105,7 +102,7 @@ impl S3Backend {
             b = b.header(*k, *v);
         }
         self.http.exchange(|agent| match body {
-            Some(d) => agent.run(b.body(d).map_err(ureq::Error::Http)?),
+            Some(d) => d.send(agent, b),
             None => agent.run(b.body(()).map_err(ureq::Error::Http)?),
         })
     }
@@ -179,7 +176,12 @@ impl S3Backend {
         self.http.run(object, || {
             let action = self.bucket.create_bucket(&self.creds);
             let body = action.body();
-            let mut r = self.send("PUT", action.sign(SIGNED_FOR), &[], Some(body.as_bytes()))?;
+            let mut r = self.send(
+                "PUT",
+                action.sign(SIGNED_FOR),
+                &[],
+                Some(Body::Bytes(body.as_bytes())),
+            )?;
             match r.status().as_u16() {
                 200 | 204 | 409 => Ok(()),
                 _ => Err(self.fatal(object, &mut r)),
@@ -189,9 +191,9 @@ impl S3Backend {
 
     /// One PUT of `data` to `key`; `Ok(false)` if a conditional create
     /// found the object there (412).
-    fn put(&self, object: &str, key: &str, data: &[u8]) -> Result<bool> {
+    fn put(&self, object: &str, key: &str, data: Body<'_>) -> Result<bool> {
         self.http.run(object, || {
-            self.http.throttle_up(data.len());
+            self.http.throttle_up(data.len() as usize);
             let url = self
                 .bucket
                 .put_object(Some(&self.creds), key)
@@ -324,7 +326,7 @@ impl Backend for S3Backend {
         {
             return Err(Error::RepositoryExists(self.location()));
         }
-        let created = self.put(&object, &key, data)?;
+        let created = self.put(&object, &key, Body::Bytes(data))?;
         // A retried PUT whose first attempt landed finds its own object:
         // only a config with other bytes is another repository's.
         if !created
@@ -371,8 +373,16 @@ impl Backend for S3Backend {
         }
     }
 
-    fn commit(&self, kind: Kind, name: &str, staged: super::Staged) -> Result<()> {
-        self.write(kind, name, &super::staged_bytes(staged)?)
+    fn commit(&self, kind: Kind, name: &str, mut staged: super::Staged) -> Result<()> {
+        if kind == Kind::Config {
+            return self.write(kind, name, &super::staged_bytes(staged)?);
+        }
+        // Content-addressed: streamed from the staged file, not read into
+        // memory; an object already there is the same bytes.
+        let mut held = Vec::new();
+        let body = super::staged_body(&mut staged, &mut held)?;
+        self.put(&kind.path(name), &self.key(kind, name)?, body)?;
+        Ok(())
     }
 
     fn connections(&self) -> Option<usize> {

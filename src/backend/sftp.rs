@@ -20,11 +20,18 @@
 //!
 //! Up to `LARDER_SFTP_CONNECTIONS` sessions (default 4) run at once, each
 //! its own ssh process; the protocol itself is in `sftp/proto.rs` and
-//! `sftp/client.rs`.
+//! `sftp/client.rs`. Once a session has connected, a lost connection (the
+//! server restarted, the network dropped) is retried on a new session with
+//! the backoff and time budget of the other remote backends
+//! ([`super::retry`]); a first connection that fails (no route, refused,
+//! authentication) is reported at once. `--limit-upload` and
+//! `--limit-download` apply as for the other remote backends.
 
 mod client;
 mod proto;
 
+use super::http::{RemoteOptions, Throttle};
+use super::retry::{Failure, RetryPolicy};
 use super::{Backend, Entry, Kind, Staged, StagedFile};
 use crate::error::{Error, Result};
 use client::{SResult, Session, SftpError};
@@ -32,6 +39,7 @@ use proto::{Attrs, FileType};
 use std::io::{Read, Seek};
 use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -194,6 +202,11 @@ pub struct SftpBackend {
     timeout: Duration,
     /// The shell command line replacing `ssh`, if any.
     command_line: Option<String>,
+    retry: RetryPolicy,
+    /// Whether any session has connected (see the module comment).
+    connected: AtomicBool,
+    up: Option<Throttle>,
+    down: Option<Throttle>,
 }
 
 impl SftpBackend {
@@ -223,7 +236,26 @@ impl SftpBackend {
             command_line: std::env::var(COMMAND_VAR)
                 .ok()
                 .filter(|c| !c.trim().is_empty()),
+            retry: RetryPolicy::from_env()?,
+            connected: AtomicBool::new(false),
+            up: None,
+            down: None,
         })
+    }
+
+    /// The same backend with the retry budget and bandwidth limits of
+    /// `opts` (the global options).
+    pub fn with_transfer(mut self, opts: &RemoteOptions) -> SftpBackend {
+        self.retry = opts.retry.clone();
+        self.up = Throttle::new(opts.limit_upload);
+        self.down = Throttle::new(opts.limit_download);
+        self
+    }
+
+    /// The same backend with retry policy `retry`.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> SftpBackend {
+        self.retry = retry;
+        self
     }
 
     /// The same backend, starting sessions with the shell command line
@@ -309,27 +341,33 @@ impl SftpBackend {
     }
 
     /// Runs `f` on a session; an SFTP error becomes an error naming
-    /// `object` and this repository. A session from the pool that turns
-    /// out to be gone (the server dropped an idle connection) is replaced
-    /// by a new one and `f` runs again, once; a new session that fails is
-    /// reported at once.
+    /// `object` and this repository. A lost connection (a transport error,
+    /// or a new session that cannot start after one has connected) is
+    /// retried on a new session within the retry budget; a first session
+    /// that cannot start is reported at once.
     fn with<T>(&self, object: &str, mut f: impl FnMut(&mut Session) -> FResult<T>) -> Result<T> {
-        let mut retried = false;
-        loop {
-            let (mut lease, reused) = self.lease().map_err(|e| self.obj_err(object, e))?;
-            let Some(s) = lease.session.as_mut() else {
-                return Err(Error::internal("an empty SFTP lease"));
-            };
-            return match f(s) {
-                Ok(v) => Ok(v),
-                Err(Fail::Sftp(SftpError::Transport(_))) if reused && !retried && s.is_dead() => {
-                    retried = true;
-                    continue;
+        let location = self.location();
+        self.retry.run(&location, object, || {
+            let mut lease = match self.lease() {
+                Ok((lease, _)) => lease,
+                Err(e @ SftpError::Transport(_)) if self.connected.load(Ordering::Relaxed) => {
+                    return Err(Failure::Transient(e.to_string()));
                 }
-                Err(Fail::Sftp(e)) => Err(self.obj_err(object, e)),
-                Err(Fail::Larder(e)) => Err(e),
+                Err(e) => return Err(Failure::Fatal(self.obj_err(object, e))),
             };
-        }
+            self.connected.store(true, Ordering::Relaxed);
+            let Some(s) = lease.session.as_mut() else {
+                return Err(Failure::Fatal(Error::internal("an empty SFTP lease")));
+            };
+            match f(s) {
+                Ok(v) => Ok(v),
+                Err(Fail::Sftp(e @ SftpError::Transport(_))) => {
+                    Err(Failure::Transient(e.to_string()))
+                }
+                Err(Fail::Sftp(e)) => Err(Failure::Fatal(self.obj_err(object, e))),
+                Err(Fail::Larder(e)) => Err(Failure::Fatal(e)),
+            }
+        })
     }
 
     fn obj_err(&self, object: &str, e: SftpError) -> Error {
@@ -366,12 +404,13 @@ impl SftpBackend {
             Some(i) => target[..i].to_string(),
             None => ".".to_string(),
         };
-        let mut rnd = [0u8; 8];
-        crate::crypto::fill_random(&mut rnd)?;
-        let tmp = format!("{dir}/{TMP_PREFIX}{}", hex::encode(rnd));
         let created = self.with(&object, |s| {
-            // From the start on every attempt.
+            // From the start on every attempt, under a name of its own (a
+            // lost connection may leave the last attempt's file behind).
             src.rewind().map_err(SftpError::Local)?;
+            let mut rnd = [0u8; 8];
+            crate::crypto::fill_random(&mut rnd)?;
+            let tmp = format!("{dir}/{TMP_PREFIX}{}", hex::encode(rnd));
             let flags = proto::FXF_WRITE | proto::FXF_CREAT | proto::FXF_EXCL;
             let h = match s.open(&tmp, flags, 0o600) {
                 Err(e) if e.is_not_found() && kind == Kind::Pack => {
@@ -381,8 +420,12 @@ impl SftpBackend {
                 }
                 r => r?,
             };
+            let mut limited = Limited {
+                inner: &mut *src,
+                throttle: self.up.as_ref(),
+            };
             let res =
-                write_and_close(s, &h, &mut *src).and_then(|()| match s.rename(&tmp, &target) {
+                write_and_close(s, &h, &mut limited).and_then(|()| match s.rename(&tmp, &target) {
                     Ok(()) => Ok(true),
                     Err(e @ SftpError::Status { .. }) => match s.lstat(&target) {
                         Ok(_) => Ok(false),
@@ -496,6 +539,22 @@ fn mkdir_all(s: &mut Session, path: &str) -> SResult<()> {
         }
     }
     Ok(())
+}
+
+/// A source read at most as fast as the upload limit allows.
+struct Limited<'a> {
+    inner: &'a mut dyn ReadSeek,
+    throttle: Option<&'a Throttle>,
+}
+
+impl Read for Limited<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(t) = self.throttle {
+            t.take(n);
+        }
+        Ok(n)
+    }
 }
 
 /// Reads an open remote file sequentially (pipelined), for
@@ -615,7 +674,11 @@ impl Backend for SftpBackend {
             if !s.is_dead() {
                 let _ = s.close(&h);
             }
-            Ok(res?)
+            let data = res?;
+            if let Some(t) = &self.down {
+                t.take(data.len());
+            }
+            Ok(data)
         })
     }
 
@@ -639,6 +702,9 @@ impl Backend for SftpBackend {
                 let _ = s.close(&h);
             }
             let got = res?;
+            if let Some(t) = &self.down {
+                t.take(got);
+            }
             if got < n {
                 return Err(Error::corrupt(
                     &object,

@@ -2,7 +2,7 @@
 
 use super::Global;
 use super::output::{print_json, safe};
-use super::progress::TermProgress;
+use super::progress::{Mode, TermProgress};
 use crate::archiver::{self, BackupOptions, BackupResult};
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -158,7 +158,8 @@ fn print_summary(res: &BackupResult) {
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
-    let repo = g.open()?;
+    // The backup brings the index up to date under its lock.
+    let repo = g.open_unsynced()?;
     let opts = BackupOptions {
         paths: a.paths.clone(),
         excludes: crate::archiver::with_exclude_files(&a.exclude, &a.exclude_file)?,
@@ -177,8 +178,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .map(|t| parse_time(t, &jiff::tz::TimeZone::system()))
             .transpose()?,
     };
-    let show_progress = !g.quiet && !g.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let progress = TermProgress::new(show_progress);
+    let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
     let res = archiver::backup(&repo, &opts, &progress);
     progress.finish();
     let res = res?;

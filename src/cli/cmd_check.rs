@@ -5,6 +5,7 @@
 use super::Global;
 use super::cmd_stats::{age_text, human_bytes};
 use super::output::{print_json, safe};
+use super::progress::{Mode, TermProgress};
 use crate::check::rotation::{Coverage, DataSubset};
 use crate::check::{self, CheckOptions};
 use crate::error::{Error, Result};
@@ -41,13 +42,20 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         .map(DataSubset::parse)
         .transpose()?;
     let repo = g.open()?;
-    let rep = check::check(
-        &repo,
-        &CheckOptions {
-            read_data: a.read_data,
-            subset,
-        },
-    )?;
+    // A terminal line while pack data is read (never with --json: check
+    // prints one report).
+    let mode = match Mode::pick(false, g.quiet || g.json) {
+        Mode::Json => Mode::Off,
+        m => m,
+    };
+    let progress = TermProgress::counting(mode, false, "packs");
+    let opts = CheckOptions {
+        read_data: a.read_data,
+        subset,
+    };
+    let rep = check::check_with_progress(&repo, &opts, &progress);
+    progress.finish();
+    let rep = rep?;
     if g.json {
         print_json(&rep);
     } else {

@@ -9,6 +9,9 @@ use crate::schedule::view::{ProfileView, profile_view};
 
 /// Validate and show the scheduled-backup profiles.
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Example:\n  larder config check\n  larder --config ./larder.toml config check --json"
+)]
 pub struct Args {
     #[command(subcommand)]
     cmd: Sub,
@@ -18,6 +21,7 @@ pub struct Args {
 enum Sub {
     /// Validate the profiles file (unknown keys, schedules, credential
     /// files) and print each resolved profile.
+    #[command(after_help = "Example:\n  larder --config ~/.config/larder/larder.toml config check")]
     Check,
 }
 

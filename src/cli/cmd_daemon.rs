@@ -13,6 +13,7 @@ use crate::schedule::steps::Steps;
 /// Run scheduled profiles when due, in the foreground (for containers and
 /// machines without systemd or cron).
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Example:\n  larder --config /etc/larder/larder.toml daemon")]
 pub struct Args {}
 
 pub fn run(g: &Global, _a: Args) -> Result<i32> {

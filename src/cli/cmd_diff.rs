@@ -1,21 +1,36 @@
-//! `larder diff`: what changed between two snapshots.
+//! `larder diff`: what changed between two snapshots, or between a
+//! snapshot and a directory on disk (the second argument is taken as a
+//! directory when it is one and contains a `/` or is `.`, or when it is one
+//! and is not a snapshot reference).
 
 use super::Global;
 use super::output::{print_json, safe};
 use crate::diff::{self, DiffEntry, DiffStats};
+use crate::diff_live::{self, LiveDiffOptions};
 use crate::error::Result;
 use crate::snapshot::{self, Filter};
 use serde::Serialize;
 
-/// Show what changed between two snapshots.
+/// Show what changed between two snapshots, or since a snapshot on disk.
+///
+/// With a directory as the second argument, compares the snapshot's copy
+/// of that directory (same absolute path) with the disk, judging files by
+/// size, mtime, ctime and inode as the backup's warm scan does.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Example:\n  larder diff 1a2b3c4d latest")]
+#[command(after_help = "Examples:\n  larder diff 1a2b3c4d latest\n  \
+    larder diff latest /home/me/Documents --metadata\n  \
+    larder diff latest ./project --content   # also re-hash files whose metadata matches")]
 pub struct Args {
     first: String,
+    /// A second snapshot, or a directory on disk.
     second: String,
     /// Also list paths whose metadata alone changed.
     #[arg(long)]
     metadata: bool,
+    /// Against a directory: re-read and re-hash files whose size matches, to
+    /// find content changed behind an unchanged mtime.
+    #[arg(long)]
+    content: bool,
 }
 
 /// One changed path as `--json` shows it.
@@ -32,7 +47,11 @@ struct Change<'a> {
 struct Statistics<'a> {
     message_type: &'static str,
     source_snapshot: String,
-    target_snapshot: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_snapshot: Option<String>,
+    /// For a diff against a directory on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_path: Option<String>,
     #[serde(flatten)]
     stats: &'a DiffStats,
 }
@@ -82,8 +101,26 @@ fn print_stats(stats: &DiffStats, metadata: bool) {
     println!("Removed: {} bytes", stats.bytes_removed);
 }
 
+/// Whether `second` names a directory on disk rather than a snapshot.
+fn is_live_dir(repo: &crate::Repository, second: &str) -> bool {
+    let p = std::path::Path::new(second);
+    p.is_dir()
+        && (second.contains('/')
+            || second == "."
+            || second == ".."
+            || snapshot::resolve(repo, second, &Filter::default()).is_err())
+}
+
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     let repo = g.open()?;
+    if is_live_dir(&repo, &a.second) {
+        return run_live(g, &repo, &a);
+    }
+    if a.content {
+        return Err(crate::Error::Usage(
+            "--content applies to a diff against a directory".into(),
+        ));
+    }
     let (a_id, first) = snapshot::resolve(&repo, &a.first, &Filter::default())?;
     let (b_id, second) = snapshot::resolve(&repo, &a.second, &Filter::default())?;
     let json = g.json;
@@ -97,7 +134,40 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         print_json(&Statistics {
             message_type: "statistics",
             source_snapshot: a_id.to_hex(),
-            target_snapshot: b_id.to_hex(),
+            target_snapshot: Some(b_id.to_hex()),
+            target_path: None,
+            stats: &stats,
+        });
+    } else if !g.quiet {
+        print_stats(&stats, a.metadata);
+    }
+    Ok(0)
+}
+
+/// A diff of snapshot `a.first` against the directory `a.second`.
+fn run_live(g: &Global, repo: &crate::Repository, a: &Args) -> Result<i32> {
+    let _lock = repo.lock_for_reading()?;
+    let (a_id, first) = snapshot::resolve(repo, &a.first, &Filter::default())?;
+    let dir = crate::localfs::absolute(std::path::Path::new(&a.second))?;
+    let json = g.json;
+    if !json && !g.quiet {
+        println!(
+            "comparing snapshot {} to {}:\n",
+            a_id.short(),
+            safe(&dir.to_string_lossy())
+        );
+    }
+    let opts = LiveDiffOptions {
+        metadata: a.metadata,
+        content: a.content,
+    };
+    let stats = diff_live::diff_live(repo, first.tree, &dir, opts, &mut |e| print_change(json, e))?;
+    if json {
+        print_json(&Statistics {
+            message_type: "statistics",
+            source_snapshot: a_id.to_hex(),
+            target_snapshot: None,
+            target_path: Some(dir.to_string_lossy().into_owned()),
             stats: &stats,
         });
     } else if !g.quiet {

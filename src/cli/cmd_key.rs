@@ -12,6 +12,9 @@ use std::path::PathBuf;
 
 /// Manage the keys that open the repository.
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  larder key list\n  larder key add --new-password-file ~/.config/larder/second\n  larder key remove 1a2b3c4d"
+)]
 pub struct Args {
     #[command(subcommand)]
     cmd: KeyCmd,

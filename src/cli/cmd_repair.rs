@@ -12,6 +12,7 @@ use crate::snapshot::Snapshot;
 
 /// Repair repository metadata.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  larder repair index\n  larder repair snapshots --dry-run")]
 pub struct Args {
     #[command(subcommand)]
     cmd: RepairCmd,

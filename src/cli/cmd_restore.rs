@@ -3,6 +3,7 @@
 use super::Global;
 use super::filter::FilterArgs;
 use super::output::{print_json, safe};
+use super::progress::{Mode, TermProgress};
 use crate::error::Result;
 use crate::restorer::{self, Overwrite, RestoreOptions};
 use crate::snapshot;
@@ -65,6 +66,7 @@ impl From<OverwriteArg> for Overwrite {
 /// The `--json` summary.
 #[derive(Serialize)]
 struct RestoreSummary<'a> {
+    message_type: &'static str,
     snapshot_id: String,
     files_restored: u64,
     dirs_restored: u64,
@@ -90,7 +92,10 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         overwrite: a.overwrite.into(),
         numeric_owner: a.numeric_owner,
     };
-    let rep = restorer::restore(&repo, &snap, sub, &opts)?;
+    let progress = TermProgress::start(Mode::pick(g.json, g.quiet), true);
+    let rep = restorer::restore_with_progress(&repo, &snap, sub, &opts, &progress);
+    progress.finish();
+    let rep = rep?;
     for s in &rep.skipped {
         eprintln!("skipped: {}", safe(s));
     }
@@ -99,6 +104,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     }
     if g.json {
         print_json(&RestoreSummary {
+            message_type: "summary",
             snapshot_id: sid.to_hex(),
             files_restored: rep.files,
             dirs_restored: rep.dirs,

@@ -12,6 +12,9 @@ use std::path::PathBuf;
 
 /// Install, remove or check the periodic runs of profiles.
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Examples:\n  larder schedule install --all\n  larder schedule status\n  larder schedule remove home"
+)]
 pub struct Args {
     #[command(subcommand)]
     cmd: Sub,
@@ -21,11 +24,18 @@ pub struct Args {
 enum Sub {
     /// Write a systemd service and timer per profile (or a crontab line
     /// with --cron, or where systemd is not running).
+    #[command(
+        after_help = "Examples:\n  larder schedule install --all\n  larder schedule install home --cron"
+    )]
     Install(Target),
     /// Remove exactly what `install` wrote.
+    #[command(after_help = "Example:\n  larder schedule remove --all")]
     Remove(Target),
     /// Per profile: schedule, next due, last run, last success and a
     /// health word (ok, late, failing, never). Exits 1 unless all are ok.
+    #[command(
+        after_help = "Examples:\n  larder schedule status\n  larder schedule status home --json"
+    )]
     Status(StatusArgs),
 }
 

@@ -93,6 +93,40 @@ impl Global {
         Ok(Arc::from(backend::open(&self.repo_path()?, &opts)?))
     }
 
+    /// Opens a second repository (the source of `copy --from-repo`) with
+    /// this command's connection settings and cache: its passphrase from
+    /// `LARDER_FROM_PASSWORD`, else `password_file`, else a prompt.
+    pub fn open_other(
+        &self,
+        location: &std::path::Path,
+        password_file: Option<&std::path::Path>,
+    ) -> Result<Repository> {
+        let mut opts = RemoteOptions::from_env()?;
+        opts.connections = usize::from(self.connections);
+        opts.limit_upload = self.limit_upload;
+        opts.limit_download = self.limit_download;
+        opts.stage_dir = self.cache_dir().join("staging");
+        let backend: Arc<dyn Backend> = Arc::from(backend::open(location, &opts)?);
+        let pass = match std::env::var_os("LARDER_FROM_PASSWORD").filter(|p| !p.is_empty()) {
+            Some(p) => SecretString::from(p.to_string_lossy().into_owned()),
+            None => match password_file {
+                Some(f) => read_password_file(f)?,
+                None => prompt_password("enter password for the source repository: ")?,
+            },
+        };
+        let mut warnings = Vec::new();
+        let repo = Repository::open_reporting(
+            backend,
+            &Credential::Passphrase(pass),
+            &self.cache_dir(),
+            &mut warnings,
+        );
+        for w in &warnings {
+            eprintln!("warning: {}", super::output::safe(w));
+        }
+        repo
+    }
+
     /// The cache directory in force.
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir
@@ -152,18 +186,29 @@ impl Global {
     /// checks it is the one this user opened at this location before (see
     /// [`KnownRepositories`]).
     pub fn open(&self) -> Result<Repository> {
+        self.open_with(true)
+    }
+
+    /// [`Global::open`] without bringing the index cache up to date: for
+    /// a command that does so itself under its lock (a backup), and shows
+    /// the problems it meets ([`Repository::take_index_problems`]).
+    pub fn open_unsynced(&self) -> Result<Repository> {
+        self.open_with(false)
+    }
+
+    fn open_with(&self, sync: bool) -> Result<Repository> {
         let backend = self.backend()?;
         let mut warnings = Vec::new();
-        let repo = Repository::open_reporting(
-            backend,
-            &self.credential()?,
-            &self.cache_dir(),
-            &mut warnings,
-        );
-        for w in warnings.iter().map(String::as_str).chain(
-            repo.iter()
-                .flat_map(|r| r.index_problems().iter().map(String::as_str)),
-        ) {
+        let (cred, cache) = (self.credential()?, self.cache_dir());
+        let repo = if sync {
+            Repository::open_reporting(backend, &cred, &cache, &mut warnings)
+        } else {
+            Repository::open_unsynced(backend, &cred, &cache, &mut warnings)
+        };
+        if let Ok(r) = &repo {
+            warnings.extend(r.take_index_problems());
+        }
+        for w in &warnings {
             eprintln!("warning: {}", super::output::safe(w));
         }
         let repo = repo?;

@@ -8,13 +8,17 @@ mod cmd_cat;
 mod cmd_check;
 mod cmd_completion;
 mod cmd_config;
+mod cmd_copy;
 mod cmd_daemon;
 mod cmd_diff;
+mod cmd_dump;
 mod cmd_find;
 mod cmd_forget;
 mod cmd_init;
 mod cmd_key;
 mod cmd_ls;
+#[cfg(feature = "mount")]
+mod cmd_mount;
 mod cmd_prune;
 mod cmd_repair;
 mod cmd_restore;
@@ -60,7 +64,9 @@ enum Command {
     Forget(Box<cmd_forget::Args>),
     Stats(cmd_stats::Args),
     Restore(cmd_restore::Args),
+    Copy(cmd_copy::Args),
     Diff(cmd_diff::Args),
+    Dump(cmd_dump::Args),
     Ls(cmd_ls::Args),
     Find(cmd_find::Args),
     Cat(cmd_cat::Args),
@@ -75,6 +81,8 @@ enum Command {
     Daemon(cmd_daemon::Args),
     Completion(cmd_completion::CompletionArgs),
     Manpage(cmd_completion::ManpageArgs),
+    #[cfg(feature = "mount")]
+    Mount(cmd_mount::Args),
 }
 
 /// Parses the process arguments, runs the command and returns the exit code.
@@ -107,7 +115,9 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Forget(a) => cmd_forget::run(g, *a),
         Command::Stats(a) => cmd_stats::run(g, a),
         Command::Restore(a) => cmd_restore::run(g, a),
+        Command::Copy(a) => cmd_copy::run(g, a),
         Command::Diff(a) => cmd_diff::run(g, a),
+        Command::Dump(a) => cmd_dump::run(g, a),
         Command::Ls(a) => cmd_ls::run(g, a),
         Command::Find(a) => cmd_find::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),
@@ -121,5 +131,34 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Daemon(a) => cmd_daemon::run(g, a),
         Command::Completion(a) => cmd_completion::completion(a),
         Command::Manpage(a) => cmd_completion::manpage(g, a),
+        #[cfg(feature = "mount")]
+        Command::Mount(a) => cmd_mount::run(g, a),
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// The commands (space-separated paths) whose help has no example.
+    fn without_example(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for sub in cmd.get_subcommands() {
+            let p = format!("{path} {}", sub.get_name());
+            let help = sub.clone().render_long_help().to_string();
+            if !help.contains("Example") {
+                out.push(p.clone());
+            }
+            without_example(sub, &p, out);
+        }
+    }
+
+    #[test]
+    fn every_command_has_an_example() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        without_example(&cli, "larder", &mut missing);
+        assert!(cli.get_subcommands().count() >= 18);
+        assert!(missing.is_empty(), "no example in --help of: {missing:?}");
     }
 }

@@ -594,6 +594,19 @@ impl Index {
             .map_err(|e| self.err(e))
     }
 
+    /// The recorded size of pack `pack`, if the index lists it.
+    pub fn pack_size(&self, pack: &Id) -> Result<Option<u64>> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT size FROM packs WHERE id = ?1")
+            .map_err(|e| self.err(e))?;
+        let mut rows = st.query(params![pack.0]).map_err(|e| self.err(e))?;
+        match rows.next().map_err(|e| self.err(e))? {
+            Some(r) => Ok(Some(r.get::<_, i64>(0).map_err(|e| self.err(e))? as u64)),
+            None => Ok(None),
+        }
+    }
+
     /// The blobs the index places in pack `pack`, by offset.
     pub fn blobs_in_pack(&self, pack: &Id) -> Result<Vec<PackEntry>> {
         let mut st = self

@@ -27,6 +27,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// The largest pack of trees fetched whole into the tree cache.
+const TREE_PACK_MAX: u64 = 32 << 20;
+
 /// An open repository.
 pub struct Repository {
     backend: Arc<dyn Backend>,
@@ -35,8 +38,12 @@ pub struct Repository {
     config: Config,
     key_id: Id,
     index: Mutex<Index>,
-    /// Index segments skipped at open (see [`Repository::index_problems`]).
-    index_problems: Vec<String>,
+    /// Whether the index cache has been brought up to date with `index/`
+    /// since open (the first use of the index does it).
+    index_synced: AtomicBool,
+    /// Index segments the first sync skipped, until taken (see
+    /// [`Repository::take_index_problems`]).
+    index_problems: Mutex<Vec<String>>,
     cache_dir: PathBuf,
     /// Whether commands that only read take a shared lock (see
     /// [`Repository::lock_for_reading`]).
@@ -64,12 +71,26 @@ impl Repository {
         opts: &InitOptions,
         cache_dir: &Path,
     ) -> Result<Repository> {
+        Self::init_with_master(backend, first_key, opts, cache_dir, MasterKey::generate()?)
+    }
+
+    /// [`Repository::init`] with a given master key instead of a new one:
+    /// `init --copy-chunker-params --from-repo` gives the new repository
+    /// the source's master key, so both derive the same blob-ID key and
+    /// gear table and blobs copy between them with the same IDs (see
+    /// repo-format/SPEC.md, "Repositories that share a master key").
+    pub fn init_with_master(
+        backend: Arc<dyn Backend>,
+        first_key: &NewKey,
+        opts: &InitOptions,
+        cache_dir: &Path,
+        master: MasterKey,
+    ) -> Result<Repository> {
         opts.chunker.validate()?;
         if backend.exists(Kind::Config, "config")? {
             return Err(Error::RepositoryExists(backend.location()));
         }
         backend.create()?;
-        let master = MasterKey::generate()?;
         let keys = Keys::derive(&master);
         let config = Config {
             id: crate::crypto::random_id()?,
@@ -94,9 +115,26 @@ impl Repository {
         Self::open_reporting(backend, cred, cache_dir, &mut Vec::new())
     }
 
+    /// [`Repository::open_reporting`], with the index cache brought up to
+    /// date with `index/` before it returns.
+    pub fn open_reporting(
+        backend: Arc<dyn Backend>,
+        cred: &Credential,
+        cache_dir: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<Repository> {
+        let repo = Self::open_unsynced(backend, cred, cache_dir, warnings)?;
+        drop(repo.index()?);
+        Ok(repo)
+    }
+
     /// [`Repository::open`], adding to `warnings` what it skipped on the
     /// way (key files it could not read or use), whether or not it opens.
-    pub fn open_reporting(
+    /// The index cache is opened but not yet brought up to date: its first
+    /// use does that. For a command that brings it up to date itself once
+    /// it holds its lock (a backup), this saves listing `index/` and
+    /// `marks/` twice, which on remote storage is two requests each.
+    pub fn open_unsynced(
         backend: Arc<dyn Backend>,
         cred: &Credential,
         cache_dir: &Path,
@@ -128,8 +166,7 @@ impl Repository {
         // The cache root carries larder's CACHEDIR.TAG, so no backup stores it.
         crate::host::prepare_state_dir(cache_dir)?;
         let dir = cache_dir.join(config.id.to_hex());
-        let mut index = Index::open(&dir.join("index.sqlite"))?;
-        let synced = index.sync(backend.as_ref(), &keys)?;
+        let index = Index::open(&dir.join("index.sqlite"))?;
         // Remote backends (those with connections) keep trees locally.
         let tree_cache = backend
             .connections()
@@ -141,7 +178,8 @@ impl Repository {
             config,
             key_id,
             index: Mutex::new(index),
-            index_problems: synced.bad,
+            index_synced: AtomicBool::new(false),
+            index_problems: Mutex::new(Vec::new()),
             tree_cache,
             cache_dir: dir,
             lock_readers: AtomicBool::new(true),
@@ -183,23 +221,48 @@ impl Repository {
         &self.cache_dir
     }
 
-    /// The index cache (locked for the caller).
+    /// The index cache (locked for the caller), brought up to date with
+    /// `index/` first if this is its first use since open.
     pub fn index(&self) -> Result<MutexGuard<'_, Index>> {
+        let mut g = self.lock_index()?;
+        if !self.index_synced.load(Ordering::Acquire) {
+            self.sync_locked(&mut g)?;
+        }
+        Ok(g)
+    }
+
+    fn lock_index(&self) -> Result<MutexGuard<'_, Index>> {
         self.index
             .lock()
             .map_err(|_| Error::internal("index cache lock poisoned by a panic"))
     }
 
+    /// Syncs the locked index; the first sync's problems are kept.
+    fn sync_locked(&self, g: &mut Index) -> Result<SyncReport> {
+        let report = g.sync(self.backend.as_ref(), &self.keys)?;
+        if !self.index_synced.swap(true, Ordering::AcqRel)
+            && let Ok(mut p) = self.index_problems.lock()
+        {
+            p.clone_from(&report.bad);
+        }
+        Ok(report)
+    }
+
     /// Re-reads `index/` into the cache. Segments that cannot be read are
     /// skipped and named in the report.
     pub fn sync_index(&self) -> Result<SyncReport> {
-        self.index()?.sync(self.backend.as_ref(), &self.keys)
+        let mut g = self.lock_index()?;
+        self.sync_locked(&mut g)
     }
 
-    /// Problems met opening the index: segments that could not be read and
-    /// were skipped (blobs they list look missing until `repair index`).
-    pub fn index_problems(&self) -> &[String] {
-        &self.index_problems
+    /// Problems the first sync of the index met: segments that could not
+    /// be read and were skipped (blobs they list look missing until
+    /// `repair index`). Taken once, so whoever shows them shows them once.
+    pub fn take_index_problems(&self) -> Vec<String> {
+        self.index_problems
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
     }
 
     /// A chunker with this repository's parameters and gear table.
@@ -335,12 +398,17 @@ impl Repository {
         let name = loc.pack.to_hex();
         let what = format!("blob {id} in {}", Kind::Pack.path(&name));
         let cache = self.tree_cache.as_ref().filter(|_| e.ty == BlobType::Tree);
-        if let Some(c) = cache
-            && let Some(b) = c.get(id, e.stored_len as usize)
-        {
-            match pack::open_blob(&self.keys, &what, &e, &b) {
-                Ok(plain) => return Ok(plain),
-                Err(_) => c.forget(id),
+        if let Some(c) = cache {
+            let cached = match c.get(id, e.stored_len as usize) {
+                Some(b) => Some(b),
+                None if self.fetch_tree_pack(c, &loc)? => c.get(id, e.stored_len as usize),
+                None => None,
+            };
+            if let Some(b) = cached {
+                match pack::open_blob(&self.keys, &what, &e, &b) {
+                    Ok(plain) => return Ok(plain),
+                    Err(_) => c.forget(id),
+                }
             }
         }
         let stored = self
@@ -351,6 +419,35 @@ impl Repository {
             c.put(id, &stored);
         }
         Ok(plain)
+    }
+
+    /// A tree missing from the cache of a remote repository brings its
+    /// whole pack, in one request, when the pack holds only trees (as
+    /// packers write them) and is at most [`TREE_PACK_MAX`] bytes: every
+    /// tree in it goes into the cache, sealed (each is verified when read).
+    /// Returns whether it did.
+    fn fetch_tree_pack(&self, c: &tree_cache::TreeCache, loc: &BlobLocation) -> Result<bool> {
+        let (size, entries) = {
+            let idx = self.index()?;
+            let Some(size) = idx.pack_size(&loc.pack)?.filter(|&s| s <= TREE_PACK_MAX) else {
+                return Ok(false);
+            };
+            let entries = idx.blobs_in_pack(&loc.pack)?;
+            if entries.iter().any(|e| e.ty != BlobType::Tree) {
+                return Ok(false);
+            }
+            (size, entries)
+        };
+        let data = self
+            .backend
+            .read_range(Kind::Pack, &loc.pack.to_hex(), 0, size)?;
+        for e in entries {
+            let (at, len) = (e.offset as usize, e.stored_len as usize);
+            if let Some(b) = at.checked_add(len).and_then(|end| data.get(at..end)) {
+                c.put(&e.id, b);
+            }
+        }
+        Ok(true)
     }
 
     /// Keeps a tree blob just written (sealed) in the local tree cache, for

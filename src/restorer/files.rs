@@ -6,10 +6,12 @@
 //! in parallel; a file that fails is reported and never shows under its name.
 
 use super::plan::{self, BlobTargets, Failures, PackRead};
+use super::source::PackSource;
 use super::target::{Destination, FileJob, put_in_place, remove_tmp};
 use crate::backend::Kind;
 use crate::error::{Error, Result};
 use crate::pack;
+use crate::progress::Progress;
 use crate::repository::Repository;
 use rayon::prelude::*;
 use std::fs::File;
@@ -30,18 +32,20 @@ type Created = Option<(File, bool)>;
 /// Writes the content of `jobs`, pack by pack, then their metadata.
 pub(super) fn write_batch(
     repo: &Repository,
+    source: &PackSource<'_>,
     dest: &Destination,
     jobs: Vec<FileJob>,
+    progress: &dyn Progress,
 ) -> Result<BatchOutcome> {
     let failures = Failures::new(jobs.len());
-    let reads = plan::plan_reads(repo, &jobs, &failures)?;
+    let reads = plan::plan_reads(repo, source, &jobs, &failures)?;
     let files = create_files(dest, &jobs, &failures);
     // A file is sized (made sparse) only if a hole is left in it.
     let holes: Vec<AtomicBool> = jobs.iter().map(|_| AtomicBool::new(false)).collect();
     reads.into_par_iter().for_each(|r| {
-        read_and_write(repo, r, &files, &failures, &holes);
+        read_and_write(repo, source, r, &files, &failures, &holes, progress);
     });
-    Ok(finish_files(dest, &jobs, failures, files, holes))
+    Ok(finish_files(dest, &jobs, failures, files, holes, progress))
 }
 
 /// Creates the batch's files in parallel.
@@ -68,20 +72,20 @@ fn create_files(dest: &Destination, jobs: &[FileJob], failures: &Failures) -> Ve
 /// small files is often a single read.
 fn read_and_write(
     repo: &Repository,
+    source: &PackSource<'_>,
     r: PackRead,
     files: &[Created],
     failures: &Failures,
     holes: &[AtomicBool],
+    progress: &dyn Progress,
 ) {
     let name = r.pack.to_hex();
-    let data = repo
-        .backend()
-        .read_range(Kind::Pack, &name, r.start, r.end - r.start);
+    let data = source.read(&r);
     r.blobs.par_iter().for_each(|b: &BlobTargets| {
         let result = data.as_ref().map_err(|e| e.to_string()).and_then(|d| {
             let e = &b.loc.entry;
-            let at = (e.offset - r.start) as usize;
-            let s = &d[at..at + e.stored_len as usize];
+            let at = (e.offset - d.base) as usize;
+            let s = &d.data[at..at + e.stored_len as usize];
             let what = format!("blob {} in {}", e.id, Kind::Pack.path(&name));
             pack::open_blob(repo.keys(), &what, e, s).map_err(|e| e.to_string())
         });
@@ -99,14 +103,16 @@ fn read_and_write(
             if zero {
                 // A hole: the file is sized at the end.
                 holes[j].store(true, Ordering::Relaxed);
+                progress.bytes(plain.len() as u64);
                 continue;
             }
             if !failures.is_ok(j) {
                 continue;
             }
             let Some((f, _)) = &files[j] else { continue };
-            if let Err(e) = f.write_all_at(&plain, off) {
-                failures.set(j, format!("write failed: {e}"));
+            match f.write_all_at(&plain, off) {
+                Ok(()) => progress.bytes(plain.len() as u64),
+                Err(e) => failures.set(j, format!("write failed: {e}")),
             }
         }
     });
@@ -120,13 +126,20 @@ fn finish_files(
     failures: Failures,
     files: Vec<Created>,
     holes: Vec<AtomicBool>,
+    progress: &dyn Progress,
 ) -> BatchOutcome {
     let outcomes: Vec<(Option<String>, std::result::Result<(), String>)> = jobs
         .par_iter()
         .zip(failures.into_inner())
         .zip(files)
         .zip(holes)
-        .map(|(((job, fail), file), hole)| finish_file(dest, job, fail, file, hole.into_inner()))
+        .map(|(((job, fail), file), hole)| {
+            let out = finish_file(dest, job, fail, file, hole.into_inner());
+            if out.1.is_ok() {
+                progress.file_done();
+            }
+            out
+        })
         .collect();
     let mut report = BatchOutcome::default();
     for (job, (partial, res)) in jobs.iter().zip(outcomes) {

@@ -24,16 +24,22 @@
 mod files;
 mod plan;
 mod select;
+mod source;
 mod target;
 mod walk;
 
 use crate::error::{Error, Result};
+use crate::id::Id;
+use crate::progress::{NoProgress, Progress};
 use crate::repository::Repository;
 use crate::snapshot::Snapshot;
+use crate::tree::NodeKind;
 use serde::Serialize;
+use source::PackSource;
 use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use target::Destination;
 use walk::TreeRestorer;
 
@@ -80,6 +86,19 @@ pub fn restore(
     sub: Option<&str>,
     opts: &RestoreOptions,
 ) -> Result<RestoreReport> {
+    restore_with_progress(repo, snap, sub, opts, &NoProgress)
+}
+
+/// [`restore`], telling `progress` each file restored and the totals
+/// (counted by a scan of the snapshot's trees beside the restore; without
+/// `--include`/`--exclude` only, where the totals are what will be restored).
+pub fn restore_with_progress(
+    repo: &Repository,
+    snap: &Snapshot,
+    sub: Option<&str>,
+    opts: &RestoreOptions,
+    progress: &dyn Progress,
+) -> Result<RestoreReport> {
     let _lock = repo.lock_for_reading()?;
     let root = match sub {
         Some(s) => crate::walker::tree_at(repo, snap.tree, s)?,
@@ -90,11 +109,21 @@ pub fn restore(
     }
     let dest = Destination::new(opts.numeric_owner);
     let selector = select::Selector::new(&opts.include, &opts.exclude)?;
+    // What the restore will write, when it is the whole snapshot.
+    let whole = sub.is_none() && opts.include.is_empty() && opts.exclude.is_empty();
+    let source = PackSource::new(repo, whole.then_some(snap.summary.total_bytes));
+    let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
+        if opts.include.is_empty() && opts.exclude.is_empty() {
+            let stop = &scan_stop;
+            scope.spawn(move || scan(repo, root, stop, progress));
+        }
         let mut r = TreeRestorer {
             repo,
             dest: &dest,
             opts,
+            source: &source,
+            progress,
             scope,
             pending: None,
             selector,
@@ -110,11 +139,39 @@ pub fn restore(
         };
         let walked = r.tree(&root, &opts.target, None, "", false, None);
         let flushed = r.flush().and_then(|()| r.join_pending());
+        scan_stop.store(true, Ordering::Relaxed);
         walked?;
         flushed?;
         finish(&dest, &mut r);
         Ok(r.report)
     })
+}
+
+/// Counts the files (and their bytes) below tree `root` for the progress
+/// totals; gives up when `stop` is set or a stop was asked for.
+fn scan(repo: &Repository, root: Id, stop: &AtomicBool, progress: &dyn Progress) {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut todo = vec![root];
+    while let Some(t) = todo.pop() {
+        if stop.load(Ordering::Relaxed) || crate::interrupt::requested() {
+            return;
+        }
+        let Ok(tree) = repo.load_tree(&t) else {
+            continue;
+        };
+        for n in &tree.nodes {
+            match n.kind {
+                NodeKind::File => {
+                    files += 1;
+                    bytes += n.size;
+                }
+                NodeKind::Dir => todo.extend(n.subtree),
+                _ => {}
+            }
+        }
+        progress.totals(files, bytes, false);
+    }
+    progress.totals(files, bytes, true);
 }
 
 /// Makes sure the target is a directory (a symlink to one is followed: the

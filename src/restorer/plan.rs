@@ -6,6 +6,7 @@
 //! span wider gaps and up to [`REMOTE_MAX_READ`] bytes, so a pack is
 //! usually fetched in one request).
 
+use super::source::PackSource;
 use super::target::FileJob;
 use crate::error::Result;
 use crate::id::Id;
@@ -35,6 +36,8 @@ pub(super) struct PackRead {
     pub(super) pack: Id,
     pub(super) start: u64,
     pub(super) end: u64,
+    /// The pack's recorded size (looked up only for remote storage).
+    pub(super) pack_size: Option<u64>,
     pub(super) blobs: Vec<BlobTargets>,
 }
 
@@ -75,6 +78,7 @@ type PackPlan = BTreeMap<Id, BTreeMap<u64, BlobTargets>>;
 /// whose chunks do not add up to its size, is marked failed in `failures`.
 pub(super) fn plan_reads(
     repo: &Repository,
+    source: &PackSource<'_>,
     jobs: &[FileJob],
     failures: &Failures,
 ) -> Result<Vec<PackRead>> {
@@ -114,12 +118,15 @@ pub(super) fn plan_reads(
             );
         }
     }
-    // Remote backends say how many connections they use; local ones don't.
-    let (gap, max_read) = match repo.backend().connections() {
-        Some(_) => (REMOTE_COALESCE_GAP, REMOTE_MAX_READ),
-        None => (COALESCE_GAP, MAX_READ),
-    };
-    Ok(coalesce(plan, gap, max_read))
+    if !source.remote() {
+        return Ok(coalesce(plan, COALESCE_GAP, MAX_READ));
+    }
+    let mut reads = coalesce(plan, REMOTE_COALESCE_GAP, REMOTE_MAX_READ);
+    let index = repo.index()?;
+    for r in &mut reads {
+        r.pack_size = index.pack_size(&r.pack)?;
+    }
+    Ok(reads)
 }
 
 /// Cuts each pack's blobs (in offset order) into reads: a new read starts
@@ -137,6 +144,7 @@ fn coalesce(plan: PackPlan, gap: u64, max_read: u64) -> Vec<PackRead> {
                     pack,
                     start,
                     end,
+                    pack_size: None,
                     blobs: std::mem::take(&mut cur),
                 });
             }
@@ -152,6 +160,7 @@ fn coalesce(plan: PackPlan, gap: u64, max_read: u64) -> Vec<PackRead> {
                 pack,
                 start,
                 end,
+                pack_size: None,
                 blobs: cur,
             });
         }

@@ -8,11 +8,13 @@
 
 use super::files::{self, BatchOutcome};
 use super::select::Selector;
+use super::source::PackSource;
 use super::target::{self, DirState, FileJob};
 use super::{Destination, Overwrite, RestoreOptions, RestoreReport};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::localfs::{self, Anchor};
+use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, is_safe_name};
 use std::collections::HashMap;
@@ -60,6 +62,8 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     pub(super) repo: &'env Repository,
     pub(super) dest: &'env Destination,
     pub(super) opts: &'env RestoreOptions,
+    pub(super) source: &'env PackSource<'env>,
+    pub(super) progress: &'env dyn Progress,
     pub(super) scope: &'scope Scope<'scope, 'env>,
     /// The batch being written while the walk goes on.
     pub(super) pending: Option<ScopedJoinHandle<'scope, Result<BatchOutcome>>>,
@@ -255,6 +259,8 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             if n.kind == NodeKind::File {
                 self.report.files += 1;
                 self.report.bytes += n.size;
+                self.progress.bytes(n.size);
+                self.progress.file_done();
             }
             return Ok(());
         }
@@ -299,6 +305,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 _anchors: (first_anchor.clone(), anchor.clone()),
             });
             self.report.files += 1;
+            self.progress.file_done();
             return true;
         }
         self.hardlinks
@@ -343,10 +350,10 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         if jobs.is_empty() {
             return Ok(());
         }
-        let (repo, dest) = (self.repo, self.dest);
+        let (repo, source, dest, progress) = (self.repo, self.source, self.dest, self.progress);
         self.pending = Some(
             self.scope
-                .spawn(move || files::write_batch(repo, dest, jobs)),
+                .spawn(move || files::write_batch(repo, source, dest, jobs, progress)),
         );
         Ok(())
     }

@@ -14,11 +14,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-fn have(tool: &str) -> bool {
+pub(crate) fn have(tool: &str) -> bool {
     Command::new("sh")
         .arg("-c")
         .arg(format!("command -v {tool}"))
@@ -27,7 +27,7 @@ fn have(tool: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn sh(dir: &Path, cmd: &str) -> String {
+pub(crate) fn sh(dir: &Path, cmd: &str) -> String {
     let out = Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -64,7 +64,7 @@ fn write(p: &Path, data: &[u8]) {
 const DEEP_LEVELS: usize = 520;
 
 /// Builds the exotic tree under `root`. Returns the sparse files' paths.
-fn build(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn build(root: &Path) -> Vec<PathBuf> {
     fs::create_dir_all(root).unwrap();
     // Names: any bytes Linux allows.
     for name in [
@@ -238,7 +238,7 @@ fn build(root: &Path) -> Vec<PathBuf> {
 }
 
 /// `bsdtar` mtree lines below `dir`, without `.` and sockets, sorted.
-fn mtree(dir: &Path) -> BTreeSet<String> {
+pub(crate) fn mtree(dir: &Path) -> BTreeSet<String> {
     sh(dir, "bsdtar -cf - --format=mtree --options='mtree:sha256,mtree:nlink,mtree:device,mtree:!flags' .")
         .lines()
         .filter(|l| !l.starts_with('#') && !l.starts_with(". ") && !l.contains("type=socket"))
@@ -247,7 +247,7 @@ fn mtree(dir: &Path) -> BTreeSet<String> {
 }
 
 /// A recursive dump (`getfattr`/`getfacl`) as a map from path to its lines.
-fn dump_blocks(dir: &Path, cmd: &str) -> BTreeMap<String, Vec<String>> {
+pub(crate) fn dump_blocks(dir: &Path, cmd: &str) -> BTreeMap<String, Vec<String>> {
     let mut out = BTreeMap::new();
     for block in sh(dir, cmd).split("\n\n") {
         let mut lines = block.lines().filter(|l| !l.is_empty());
@@ -263,7 +263,7 @@ fn dump_blocks(dir: &Path, cmd: &str) -> BTreeMap<String, Vec<String>> {
 }
 
 /// Hard link groups: sets of relative paths sharing an inode.
-fn link_groups(dir: &Path) -> BTreeSet<BTreeSet<PathBuf>> {
+pub(crate) fn link_groups(dir: &Path) -> BTreeSet<BTreeSet<PathBuf>> {
     let mut by_ino: HashMap<(u64, u64), BTreeSet<PathBuf>> = HashMap::new();
     for e in walkdir::WalkDir::new(dir)
         .into_iter()
@@ -322,7 +322,11 @@ fn atimes(paths: &[PathBuf]) -> BTreeMap<PathBuf, (i64, i64)> {
 }
 
 /// Asserts two dumps are equal, showing only the entries that differ.
-fn assert_same(a: &BTreeMap<String, Vec<String>>, b: &BTreeMap<String, Vec<String>>, what: &str) {
+pub(crate) fn assert_same(
+    a: &BTreeMap<String, Vec<String>>,
+    b: &BTreeMap<String, Vec<String>>,
+    what: &str,
+) {
     let diff: Vec<_> = a
         .keys()
         .chain(b.keys())

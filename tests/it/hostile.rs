@@ -202,13 +202,23 @@ impl Fixture {
         v
     }
 
-    /// The only pack, as a path relative to the repository.
+    /// The pack of trees, as a path relative to the repository: the
+    /// backup wrote two packs, its data (100 kB) and its trees (a few
+    /// hundred bytes, the smaller). Every command that reads the snapshot
+    /// reads this one first.
     fn pack(&self) -> String {
-        let sub = self.names("packs");
-        assert_eq!(sub.len(), 1, "{sub:?}");
-        let packs = self.names(&format!("packs/{}", sub[0]));
-        assert_eq!(packs.len(), 1, "{packs:?}");
-        format!("packs/{}/{}", sub[0], packs[0])
+        let mut packs: Vec<(u64, String)> = Vec::new();
+        for sub in self.names("packs") {
+            for p in self.names(&format!("packs/{sub}")) {
+                let rel = format!("packs/{sub}/{p}");
+                let len = std::fs::metadata(self.repo().join(&rel)).unwrap().len();
+                packs.push((len, rel));
+            }
+        }
+        packs.sort();
+        assert_eq!(packs.len(), 2, "{packs:?}");
+        assert!(packs[0].0 < 10_000, "{packs:?}");
+        packs.swap_remove(0).1
     }
 
     /// A fresh cache and restore target for each run, so every run reads the

@@ -421,6 +421,11 @@ impl FaultProxy {
         self.counts.lock().unwrap().clear();
     }
 
+    /// Requests of one kind ("GET packs", "LIST index") since the reset.
+    fn count(&self, kind: &str) -> u64 {
+        self.counts.lock().unwrap().get(kind).copied().unwrap_or(0)
+    }
+
     fn counts(&self) -> (u64, String) {
         let c = self.counts.lock().unwrap();
         let total = c.values().sum();
@@ -612,6 +617,172 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
     assert!(err.contains("config"), "names the object: {err}");
     assert!(err.contains("gave up after"), "{err}");
     eprintln!("with the server gone: {err}");
+}
+
+/// What each command asks of S3, counted by a proxy that injects no
+/// faults: a backup lists `index/` and `marks/` once (under its lock) and
+/// writes one index segment; `packs/` is listed only by the first backup
+/// from a cache and after a run that was killed; a restore of the whole
+/// snapshot fetches each pack once, across its batches of files, and a
+/// restore of one small file fetches one range; a second client with an
+/// empty cache fetches the parent's trees a pack at a time.
+#[test]
+fn s3_requests_per_command_are_few() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
+        return;
+    };
+    let proxy = FaultProxy::start(port);
+    proxy.faults.store(false, Ordering::SeqCst);
+    // More files than a restore batch (1,024), more bytes than a big
+    // restore (64 MiB): several packs of 16 MiB, each cut by batches.
+    let tree = d.path().join("tree");
+    for i in 0..2600u64 {
+        write(
+            &tree.join(format!("d{}/f{i}.bin", i % 13)),
+            &rand_bytes(1000 + i, 20 << 10),
+        );
+    }
+    write(&tree.join("big.bin"), &rand_bytes(7, 20 << 20));
+    let repo = format!("s3:http://127.0.0.1:{}/larder-test/counted", proxy.port);
+    let a = Client::new(&repo, &s3_env());
+    a.run(&["init"], 0);
+    let src = tree.to_str().unwrap();
+
+    proxy.reset_counts();
+    a.run(&["backup", src], 0);
+    let (_, what) = proxy.counts();
+    let packs = proxy.count("PUT packs");
+    assert!(packs >= 4, "several packs: {what}");
+    for (kind, n) in [
+        ("LIST index", 1),
+        ("LIST marks", 1),
+        ("LIST packs", 1),
+        ("PUT index", 1),
+        ("PUT snapshots", 1),
+    ] {
+        assert_eq!(proxy.count(kind), n, "cold backup, {kind}: {what}");
+    }
+
+    proxy.reset_counts();
+    a.run(&["backup", src], 0);
+    let (n, what) = proxy.counts();
+    eprintln!("requests for an unchanged re-backup: {n} ({what})");
+    for (kind, n) in [
+        ("LIST index", 1),
+        ("LIST marks", 1),
+        ("LIST packs", 0),
+        ("PUT index", 0),
+        ("PUT packs", 0),
+        ("GET packs", 0),
+    ] {
+        assert_eq!(proxy.count(kind), n, "re-backup, {kind}: {what}");
+    }
+
+    proxy.reset_counts();
+    restore(&a, &tree, &a.dir.path().join("restored"));
+    let (n, what) = proxy.counts();
+    eprintln!("requests for a restore: {n} ({what})");
+    // Each data pack once; the one pack of trees (a few kB) is not read:
+    // the backup kept its trees in the local cache.
+    assert_eq!(
+        proxy.count("GET packs"),
+        packs - 1,
+        "each pack once: {what}"
+    );
+
+    proxy.reset_counts();
+    let one = tree.join("d5/f5.bin");
+    let t1 = a.dir.path().join("one");
+    let args = ["restore", "latest", "--target", t1.to_str().unwrap()];
+    a.run(
+        &[&args[..], &["--include", one.to_str().unwrap()]].concat(),
+        0,
+    );
+    let got = t1.join(one.strip_prefix("/").unwrap());
+    assert_eq!(std::fs::read(got).unwrap(), rand_bytes(1005, 20 << 10));
+    let (_, what) = proxy.counts();
+    assert_eq!(proxy.count("GET packs"), 1, "one small file: {what}");
+
+    // A second machine, empty cache: the parent's trees (14 directories
+    // and the tree's ancestors) come a tree pack at a time.
+    let b = Client::new(&repo, &s3_env());
+    proxy.reset_counts();
+    b.run(&["backup", src], 0);
+    let (_, what) = proxy.counts();
+    assert!(
+        proxy.count("GET packs") <= 2,
+        "trees are fetched by the pack, not one request per directory: {what}"
+    );
+    // At most a pack of the ancestors' trees (other tests touch /tmp).
+    assert!(proxy.count("PUT packs") <= 1, "no data again: {what}");
+
+    // A run killed mid-upload: the next backup looks for its packs.
+    write(&tree.join("new.bin"), &rand_bytes(9, 24 << 20));
+    let mut child = a
+        .cmd(&["--limit-upload", "4096", "backup", src])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = child.wait();
+    proxy.reset_counts();
+    a.run(&["backup", src], 0);
+    let (_, what) = proxy.counts();
+    assert_eq!(proxy.count("LIST packs"), 1, "after a killed run: {what}");
+    a.run(&["check", "--read-data"], 0);
+}
+
+/// S3 credentials from the shared credentials file under `AWS_PROFILE`,
+/// as restic reads them, when the `AWS_*` key variables are unset; a
+/// profile that is not there is named in the error.
+#[test]
+fn s3_credentials_from_a_profile() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
+        return;
+    };
+    let creds = d.path().join("credentials");
+    std::fs::write(
+        &creds,
+        "[default]\naws_access_key_id = nothere\n\n[backup]\naws_access_key_id = testing\naws_secret_access_key = s3cretKey\n",
+    )
+    .unwrap();
+    let file = creds.to_str().unwrap();
+    let repo = format!("s3:http://127.0.0.1:{port}/larder-test/profile");
+    let env = [
+        ("AWS_SHARED_CREDENTIALS_FILE", file),
+        ("AWS_PROFILE", "backup"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ];
+    let a = Client::new(&repo, &env);
+    a.run(&["init"], 0);
+    let tree = d.path().join("tree");
+    make_tree(&tree, 1 << 20);
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    assert_eq!(a.snapshot_count(), 1);
+    let b = Client::new(
+        &repo,
+        &[
+            ("AWS_SHARED_CREDENTIALS_FILE", file),
+            ("AWS_PROFILE", "other"),
+        ],
+    );
+    let (_, err) = b.run(&["snapshots"], 1);
+    assert!(err.contains("[other]") && err.contains(file), "{err}");
+    let c = Client::new(&repo, &[("AWS_SHARED_CREDENTIALS_FILE", file)]);
+    let (_, err) = c.run(&["snapshots"], 1);
+    assert!(
+        err.contains("aws_secret_access_key"),
+        "the default profile is incomplete: {err}"
+    );
 }
 
 #[test]

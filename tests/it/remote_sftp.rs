@@ -8,6 +8,7 @@
 
 use crate::common::{self, PASS, TEST_WF};
 use crate::support::*;
+use larder::backend::retry::RetryPolicy;
 use larder::backend::{Backend, Kind, SftpBackend, SftpTarget};
 use larder::keys::{Credential, NewKey};
 use larder::repository::{InitOptions, Repository};
@@ -610,7 +611,8 @@ fn sftp_unreachable_server_fails_clearly() {
 
 /// The ssh under a session dies (killed): the next request runs on a new
 /// session and succeeds; once no new session can connect either (sshd is
-/// gone), the request fails with ssh's reason instead of hanging.
+/// gone), the request is retried within the retry budget and then fails
+/// with ssh's reason instead of hanging.
 #[test]
 fn sftp_dead_ssh_is_replaced_or_reported() {
     if !tools_present("sftp_dead_ssh_is_replaced_or_reported") {
@@ -621,7 +623,12 @@ fn sftp_dead_ssh_is_replaced_or_reported() {
     let line = format!("echo $$ >> {}; {}", pids.display(), sshd.command());
     let b = SftpBackend::new(SftpTarget::parse(&sshd.spec()).unwrap())
         .unwrap()
-        .with_command(&line);
+        .with_command(&line)
+        .with_retry(RetryPolicy {
+            budget: Duration::from_secs(3),
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(500),
+        });
     b.create().unwrap();
     b.write(Kind::Snapshot, "s", b"kept").unwrap();
     let ssh_pids = || -> Vec<i32> {
@@ -651,5 +658,64 @@ fn sftp_dead_ssh_is_replaced_or_reported() {
     let msg = e.to_string();
     assert!(msg.contains("repository object snapshots/s"), "{msg}");
     assert!(msg.contains("Connection refused"), "{msg}");
-    assert_eq!(ssh_pids().len(), 3);
+    assert!(msg.contains("gave up after"), "{msg}");
+    assert!(ssh_pids().len() > 3, "new sessions were tried: {msg}");
+}
+
+/// Every ssh under a running backup is killed twice while it uploads (the
+/// server restarted, the network dropped): the backup reconnects and
+/// completes, and the repository checks clean and restores exactly.
+#[test]
+fn sftp_backup_survives_lost_connections() {
+    if !tools_present("sftp_backup_survives_lost_connections") {
+        return;
+    }
+    let sshd = Sshd::start();
+    let base = tempfile::tempdir().unwrap();
+    let cache = base.path().join("cache");
+    sshd.run(&cache, &["init"], 0);
+    let src = base.path().join("src");
+    for i in 0..6u64 {
+        write(
+            &src.join(format!("b{i}.bin")),
+            &rand_bytes(300 + i, 6 << 20),
+        );
+    }
+    let pids = base.path().join("ssh.pids");
+    let line = format!("echo $$ >> {}; {}", pids.display(), sshd.command());
+    let mut child = sshd
+        .larder(&cache)
+        .env("LARDER_SFTP_COMMAND", &line)
+        .args(["--limit-upload", "8192", "backup", "-q"])
+        .arg(&src)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut killed = 0;
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(child.try_wait().unwrap().is_none(), "still uploading");
+        for pid in fs::read_to_string(&pids).unwrap_or_default().lines() {
+            let pid = nix::unistd::Pid::from_raw(pid.trim().parse().unwrap());
+            if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(killed >= 2, "sessions were killed under the backup");
+    assert!(
+        fs::read_to_string(&pids).unwrap().lines().count() > killed,
+        "new sessions replaced the killed ones"
+    );
+    let (o, e) = sshd.run(&cache, &["check", "--read-data"], 0);
+    assert!(o.contains("no errors were found"), "{o}{e}");
+    let target = base.path().join("restored");
+    let t = target.to_str().unwrap();
+    sshd.run(&cache, &["restore", "latest", "--target", t], 0);
+    assert_same_tree(&src, &target.join(src.strip_prefix("/").unwrap()));
 }

@@ -1,0 +1,85 @@
+//! `larder copy`: copy snapshots from another repository into this one.
+
+use super::Global;
+use super::filter::FilterArgs;
+use super::output::print_json;
+use crate::copy::{self, CopyReport};
+use crate::error::Result;
+use crate::snapshot;
+use std::path::PathBuf;
+
+/// Copy snapshots from another repository into this one (the `--repo`),
+/// without reading the source files again.
+///
+/// Content is re-chunked with this repository's chunker and only chunks it
+/// does not have are stored; snapshots it already has (same time, host,
+/// user and paths) are skipped, so running it again adds nothing.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  \
+    LARDER_FROM_PASSWORD=... larder -r /mnt/offsite copy --from-repo /srv/backup/repo\n  \
+    larder -r /mnt/offsite copy --from-repo /srv/backup/repo --from-password-file ~/.src-pass latest")]
+pub struct Args {
+    /// The repository to copy from.
+    #[arg(long, env = "LARDER_FROM_REPOSITORY")]
+    from_repo: PathBuf,
+    /// A file holding the source repository's password (else
+    /// LARDER_FROM_PASSWORD, else a prompt).
+    #[arg(long, env = "LARDER_FROM_PASSWORD_FILE")]
+    from_password_file: Option<PathBuf>,
+    /// Snapshots to copy (ids, prefixes or `latest`); all by default.
+    snapshots: Vec<String>,
+    #[command(flatten)]
+    filter: FilterArgs,
+}
+
+pub fn run(g: &Global, a: Args) -> Result<i32> {
+    crate::interrupt::install_handlers()?;
+    let dst = g.open()?;
+    let src = g.open_other(&a.from_repo, a.from_password_file.as_deref())?;
+    let filter = a.filter.filter();
+    let snaps = if a.snapshots.is_empty() {
+        snapshot::list(&src, &filter)?.0
+    } else {
+        a.snapshots
+            .iter()
+            .map(|s| snapshot::resolve(&src, s, &filter))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let report = copy::copy(&src, &dst, &snaps)?;
+    print_report(g, &report);
+    Ok(0)
+}
+
+fn print_report(g: &Global, r: &CopyReport) {
+    if g.json {
+        print_json(&serde_json::json!({
+            "message_type": "summary",
+            "copied": r.copied,
+            "skipped": r.skipped,
+            "blobs_added": r.blobs_added,
+            "bytes_added": r.bytes_added,
+            "bytes_read": r.bytes_read,
+        }));
+        return;
+    }
+    if g.quiet {
+        return;
+    }
+    for s in &r.skipped {
+        println!(
+            "snapshot {} skipped: already here as {}",
+            &s.source[..8],
+            &s.target[..8]
+        );
+    }
+    for c in &r.copied {
+        println!("snapshot {} copied as {}", &c.source[..8], &c.target[..8]);
+    }
+    println!(
+        "{} copied, {} skipped; {} new blobs, {} bytes stored",
+        r.copied.len(),
+        r.skipped.len(),
+        r.blobs_added,
+        r.bytes_added
+    );
+}
