@@ -30,8 +30,9 @@ pub struct Summary {
     pub duration_ms: u64,
 }
 
-/// A snapshot object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A snapshot object. Its encoding is the fields in order, `original`
+/// only when set (see [`Snapshot`]'s `Deserialize`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Snapshot {
     /// Nanoseconds since the Unix epoch.
     pub time_ns: i64,
@@ -46,6 +47,82 @@ pub struct Snapshot {
     pub parent: Option<Id>,
     pub program_version: String,
     pub summary: Summary,
+    /// The snapshot this one replaces (written by `tag` and `rewrite`), as
+    /// restic's `original`. Not encoded at all when `None`, so a snapshot
+    /// without it has the bytes of the format before the field existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original: Option<Id>,
+}
+
+/// The fields every snapshot has, in format order.
+#[derive(Deserialize)]
+struct Fields {
+    time_ns: i64,
+    hostname: String,
+    username: String,
+    uid: u32,
+    gid: u32,
+    paths: Vec<String>,
+    tags: Vec<String>,
+    tree: Id,
+    parent: Option<Id>,
+    program_version: String,
+    summary: Summary,
+}
+
+impl<'de> Deserialize<'de> for Snapshot {
+    /// The fields, then `original` if the encoding goes on. (An encoding
+    /// that ends after `summary`, as every snapshot written before the
+    /// field existed, has none: reading on fails at the end of the input.)
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Snapshot;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a snapshot")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<Snapshot, A::Error> {
+                let f: Fields = seq
+                    .next_element()?
+                    .ok_or_else(|| serde::de::Error::invalid_length(0, &self))?;
+                // `original` is Option's encoding: a tag byte, then the id
+                // when the tag is 1. Only a missing tag byte (the end of the
+                // input) is taken as "no field"; a tag that is there must be
+                // 0 or 1, and an id after 1 must be whole.
+                let original = match seq.next_element::<u8>() {
+                    Err(_) | Ok(None) | Ok(Some(0)) => None,
+                    Ok(Some(1)) => Some(
+                        seq.next_element::<Id>()?
+                            .ok_or_else(|| serde::de::Error::invalid_length(2, &self))?,
+                    ),
+                    Ok(Some(t)) => {
+                        return Err(serde::de::Error::invalid_value(
+                            serde::de::Unexpected::Unsigned(u64::from(t)),
+                            &"an option tag (0 or 1)",
+                        ));
+                    }
+                };
+                Ok(Snapshot {
+                    time_ns: f.time_ns,
+                    hostname: f.hostname,
+                    username: f.username,
+                    uid: f.uid,
+                    gid: f.gid,
+                    paths: f.paths,
+                    tags: f.tags,
+                    tree: f.tree,
+                    parent: f.parent,
+                    program_version: f.program_version,
+                    summary: f.summary,
+                    original,
+                })
+            }
+        }
+        d.deserialize_tuple(3, V)
+    }
 }
 
 impl Snapshot {

@@ -165,6 +165,7 @@ pub fn backup(
         parent: parent.as_ref().map(|(id, _)| *id),
         program_version: crate::PROGRAM_VERSION.to_string(),
         summary: summary.clone(),
+        original: None,
     };
     let snapshot_id = match &lock {
         None => None,

@@ -28,6 +28,9 @@ pub struct SnapshotJson<'a> {
     tags: &'a [String],
     tree: String,
     parent: Option<String>,
+    /// The snapshot this one replaces (`tag`, `rewrite`), as restic's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    original: Option<String>,
     program_version: &'a str,
     summary: &'a Summary,
 }
@@ -44,6 +47,7 @@ impl<'a> SnapshotJson<'a> {
             tags: &s.tags,
             tree: s.tree.to_hex(),
             parent: s.parent.map(|p| p.to_hex()),
+            original: s.original.map(|p| p.to_hex()),
             program_version: &s.program_version,
             summary: &s.summary,
         }

@@ -134,6 +134,7 @@ pub fn rewrite(
         if let Some(tree) = r.new {
             let mut s = snap.clone();
             s.tree = tree;
+            s.original = Some(snap.original.unwrap_or(*id));
             if !opts.forget && !s.tags.iter().any(|t| t == REWRITE_TAG) {
                 s.tags.push(REWRITE_TAG.to_string());
             }

@@ -99,6 +99,8 @@ pub fn tag(repo: &Repository, snaps: &[(Id, Snapshot)], opts: &TagOptions) -> Re
         }
         let mut new = snap.clone();
         new.tags = tags.clone();
+        // restic's `original`: the first snapshot of a chain of changes.
+        new.original = Some(snap.original.unwrap_or(*id));
         let (new_id, reused) = match existing.iter().find(|(_, e)| *e == new) {
             Some((eid, _)) => (*eid, true),
             None => {

@@ -205,6 +205,7 @@ mod tests {
             parent: None,
             program_version: String::new(),
             summary: Default::default(),
+            original: None,
         };
         (id, s)
     }

@@ -23,6 +23,7 @@ fn snapshots(list: &[(&str, &[&str])]) -> Vec<(Id, Snapshot)> {
                 parent: None,
                 program_version: String::new(),
                 summary: Default::default(),
+                original: None,
             };
             (Id([u8::try_from(i + 1).unwrap(); 32]), snap)
         })

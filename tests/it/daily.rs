@@ -485,6 +485,7 @@ fn save_snapshot(repo: &Repository, tree: Id) -> Snapshot {
         parent: None,
         program_version: "larder hostile".into(),
         summary: Summary::default(),
+        original: None,
     };
     snapshot::save(repo, &s).unwrap();
     s

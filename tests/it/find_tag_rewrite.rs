@@ -379,11 +379,24 @@ fn tag_add_remove_set_change_only_the_tags() {
         );
         let s = load(&f.t, &new);
         assert_eq!(s.tags, want, "{args:?}");
+        // restic's `original`: the first snapshot of the chain.
+        assert_eq!(s.original.map(|o| o.to_hex()), Some(f.first.clone()));
         let mut same = s.clone();
         same.tags = before.tags.clone();
+        same.original = None;
         assert_eq!(same, before, "{args:?}: only the tags change");
         current = new;
     }
+    // `snapshots --json` shows it, as restic's.
+    let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(o.out.trim()).unwrap();
+    let shown = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == current.as_str())
+        .unwrap();
+    assert_eq!(shown["original"], f.first.as_str());
     // A change that changes nothing saves nothing.
     let o = larder_ok(&repo, &cache, &["tag", "--json", "--set", "", &current]);
     assert_eq!(json_lines(&o.out)[0]["unchanged"][0], current.as_str());
@@ -560,6 +573,8 @@ fn rewrite_removes_the_path_and_nothing_else_and_prune_drops_its_data() {
     let old = load(&f.t, &kept_new);
     let new = load(&f.t, &new_second);
     assert_eq!(new.tree, old.tree, "same exclusion, same tree");
+    assert_eq!(new.original.map(|o| o.to_hex()), Some(f.second.clone()));
+    assert_eq!(old.original, new.original);
     assert!(new.tags.is_empty());
     // Unchanged subtrees keep their ids.
     assert_eq!(

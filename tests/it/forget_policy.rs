@@ -33,6 +33,7 @@ pub(crate) fn snapshot(time_ns: i64, host: &str, paths: &[&str], tags: &[&str]) 
         parent: None,
         program_version: "test".into(),
         summary: Default::default(),
+        original: None,
     }
 }
 

@@ -430,6 +430,7 @@ fn snapshot_value() -> Snapshot {
             duration_ms: 42,
             ..Summary::default()
         },
+        original: None,
     }
 }
 

@@ -377,6 +377,7 @@ fn snapshot(tree: Id) -> Snapshot {
             data_added_plain: 2500,
             duration_ms: 42,
         },
+        original: None,
     }
 }
 
@@ -603,7 +604,38 @@ fn pc_snapshot(s: &Snapshot) -> Vec<u8> {
     ] {
         p.var(v);
     }
+    // Field 12, `original`: present only when set.
+    if s.original.is_some() {
+        p.opt_id(&s.original);
+    }
     p.0
+}
+
+/// A snapshot that replaces another (`tag`, `rewrite`) ends with field 12:
+/// the spec's encoding and the library's agree both ways, and the vector
+/// snapshot (written before the field existed) reads as one without it.
+#[test]
+fn snapshot_original_field() {
+    let mut s = snapshot(Id([7; 32]));
+    let plain = pc_snapshot(&s);
+    assert_eq!(object::encode(&s).unwrap(), plain);
+    s.original = Some(Id([9; 32]));
+    let with = pc_snapshot(&s);
+    assert_eq!(with.len(), plain.len() + 33);
+    assert_eq!(with[plain.len()], 1);
+    assert_eq!(object::encode(&s).unwrap(), with);
+    assert_eq!(object::decode::<Snapshot>("s", &with).unwrap(), s);
+    s.original = None;
+    assert_eq!(object::decode::<Snapshot>("s", &plain).unwrap(), s);
+    // Anything after field 12 is refused as before.
+    let mut trailing = with.clone();
+    trailing.push(0);
+    assert!(object::decode::<Snapshot>("s", &trailing).is_err());
+    // A truncated field 12, or a tag other than 0 or 1, is refused.
+    assert!(object::decode::<Snapshot>("s", &with[..with.len() - 1]).is_err());
+    let mut bad_tag = plain.clone();
+    bad_tag.push(2);
+    assert!(object::decode::<Snapshot>("s", &bad_tag).is_err());
 }
 
 fn pc_lock(l: &LockInfo) -> Vec<u8> {
