@@ -136,6 +136,14 @@ fn repository_commands(seen: &mut Seen, t: &TestRepo, src: &Path, work: &Path) {
     let check = json_cli(seen, t, &["check", "--read-data"], 0);
     assert!(check[0]["verified"].is_object(), "{check:?}");
     json_cli(seen, t, &["tag", "--add", "extra", "latest"], 0);
+    // The replacement `tag` wrote names its original.
+    let snaps = json_cli(seen, t, &["snapshots"], 0);
+    let originals = snaps[0].as_array().unwrap().iter();
+    assert_eq!(
+        originals.filter(|s| s.get("original").is_some()).count(),
+        1,
+        "{snaps:?}"
+    );
     json_cli(seen, t, &["rewrite", "--dry-run", "--exclude", "*.bin"], 0);
     let forget = json_cli(seen, t, &["forget", "--keep-last", "1", "--dry-run"], 0);
     assert!(forget[0][0]["reasons"].is_array(), "{forget:?}");
