@@ -128,7 +128,12 @@ pub fn copy_with_progress(
             scope.spawn(move || scan(src, roots, stop, progress));
         }
         let copied = c.snapshots(todo);
-        stop.store(true, Ordering::Relaxed);
+        // A copy that failed stops the scan; one that finished lets it
+        // end (it reads only trees, which the copy read too), so the last
+        // totals told are whole.
+        if copied.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
         copied
     })?;
     report.bytes_read = c.bytes_read;

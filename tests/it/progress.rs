@@ -319,7 +319,6 @@ fn copy_counts_files_up_to_the_scan() {
     lib_backup(&srepo, &[&src]);
     // Expected: all 60 files of the first snapshot, and the files of the
     // one directory that changed (d0: files 0, 7, .., 56) of the second.
-    let size = |p: &Path| fs::metadata(p).unwrap().len();
     let d0: Vec<_> = fs::read_dir(src.join("d0"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -327,7 +326,10 @@ fn copy_counts_files_up_to_the_scan() {
     assert_eq!(d0.len(), 9);
     let mut want_bytes: u64 = (0..60).map(|i| 1000 + i * 997).sum();
     // d0 as it is now (d0/f0 changed).
-    want_bytes += d0.iter().map(|p| size(p)).sum::<u64>();
+    want_bytes += d0
+        .iter()
+        .map(|p| fs::metadata(p).unwrap().len())
+        .sum::<u64>();
 
     let (snaps, _) = snapshot::list(&srepo, &Filter::default()).unwrap();
     assert_eq!(snaps.len(), 2);
