@@ -20,20 +20,26 @@
 //! adopted by the next run, as a backup adopts them. A snapshot is skipped
 //! when the destination already has one with the same time, host, user
 //! and paths (an earlier copy of it, or the original).
+//!
+//! Progress ([`copy_with_progress`]) counts the files of the trees copied
+//! (each distinct tree once, as the copy visits them) and their sizes, against
+//! totals from a scan of the same trees that runs beside the copy.
 
 use crate::chunker::Chunker;
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::pack::BlobType;
 use crate::packer::Packer;
+use crate::progress::{NoProgress, Progress};
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot};
 use crate::tree::{NodeKind, Tree};
 use serde::Serialize;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One snapshot copied.
 #[derive(Debug, Clone, Serialize)]
@@ -72,6 +78,17 @@ fn same_origin(a: &Snapshot, b: &Snapshot) -> bool {
 
 /// Copies `snaps` (from `src`) into `dst`, skipping those `dst` has.
 pub fn copy(src: &Repository, dst: &Repository, snaps: &[(Id, Snapshot)]) -> Result<CopyReport> {
+    copy_with_progress(src, dst, snaps, &NoProgress)
+}
+
+/// [`copy`], telling `progress` each file of the trees copied (with its
+/// size) and, when it wants them, the totals of a scan beside the copy.
+pub fn copy_with_progress(
+    src: &Repository,
+    dst: &Repository,
+    snaps: &[(Id, Snapshot)],
+    progress: &dyn Progress,
+) -> Result<CopyReport> {
     let _src_lock = src.lock_for_reading()?;
     let lock = dst.lock_shared()?;
     dst.sync_index()?;
@@ -90,6 +107,7 @@ pub fn copy(src: &Repository, dst: &Repository, snaps: &[(Id, Snapshot)]) -> Res
         }
     }
     if todo.is_empty() {
+        progress.totals(0, 0, true);
         return Ok(report);
     }
     let mut c = Copier {
@@ -100,16 +118,24 @@ pub fn copy(src: &Repository, dst: &Repository, snaps: &[(Id, Snapshot)]) -> Res
         trees: HashMap::new(),
         buf: Vec::new(),
         bytes_read: 0,
+        progress,
     };
-    let mut new_snaps = Vec::new();
-    for (id, s) in todo {
-        crate::interrupt::check()?;
-        let tree = c.tree(&s.tree)?;
-        let mut copy = s.clone();
-        copy.tree = tree;
-        copy.parent = None;
-        new_snaps.push((id, copy));
-    }
+    let roots: Vec<Id> = todo.iter().map(|(_, s)| s.tree).collect();
+    let stop = AtomicBool::new(false);
+    let new_snaps = std::thread::scope(|scope| {
+        if progress.wants_totals() {
+            let (roots, stop) = (&roots, &stop);
+            scope.spawn(move || scan(src, roots, stop, progress));
+        }
+        let copied = c.snapshots(todo);
+        // A copy that failed stops the scan; one that finished lets it
+        // end (it reads only trees, which the copy read too), so the last
+        // totals told are whole.
+        if copied.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        copied
+    })?;
     report.bytes_read = c.bytes_read;
     let stats = c.packer.finish()?;
     report.blobs_added = stats.blobs_added;
@@ -135,6 +161,38 @@ pub fn shares_ids(src: &Repository, dst: &Repository) -> bool {
         && src.config().chunker == dst.config().chunker
 }
 
+/// Counts the files (and their bytes) of the distinct trees below `roots`
+/// for the progress totals, as the copy visits them (a tree met twice
+/// once); gives up when `stop` is set or a stop was asked for.
+fn scan(repo: &Repository, roots: &[Id], stop: &AtomicBool, progress: &dyn Progress) {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut seen: HashSet<Id> = HashSet::new();
+    let mut todo: Vec<Id> = roots.iter().rev().copied().collect();
+    while let Some(t) = todo.pop() {
+        if stop.load(Ordering::Relaxed) || crate::interrupt::requested() {
+            return;
+        }
+        if !seen.insert(t) {
+            continue;
+        }
+        let Ok(tree) = repo.load_tree(&t) else {
+            continue;
+        };
+        for n in &tree.nodes {
+            match n.kind {
+                NodeKind::File => {
+                    files += 1;
+                    bytes += n.size;
+                }
+                NodeKind::Dir => todo.extend(n.subtree),
+                _ => {}
+            }
+        }
+        progress.totals(files, bytes, false);
+    }
+    progress.totals(files, bytes, true);
+}
+
 /// One copy run's state.
 struct Copier<'s, 'd> {
     src: &'s Repository,
@@ -146,9 +204,27 @@ struct Copier<'s, 'd> {
     trees: HashMap<Id, Id>,
     buf: Vec<u8>,
     bytes_read: u64,
+    progress: &'s dyn Progress,
 }
 
 impl Copier<'_, '_> {
+    /// Copies the trees of `todo`; returns each snapshot as the
+    /// destination will hold it.
+    fn snapshots<'a>(
+        &mut self,
+        todo: Vec<(&'a Id, &'a Snapshot)>,
+    ) -> Result<Vec<(&'a Id, Snapshot)>> {
+        let mut out = Vec::with_capacity(todo.len());
+        for (id, s) in todo {
+            crate::interrupt::check()?;
+            let mut copy = s.clone();
+            copy.tree = self.tree(&s.tree)?;
+            copy.parent = None;
+            out.push((id, copy));
+        }
+        Ok(out)
+    }
+
     /// Rewrites source tree `id` (and everything below) into the
     /// destination; returns its destination ID.
     fn tree(&mut self, id: &Id) -> Result<Id> {
@@ -167,8 +243,12 @@ impl Copier<'_, '_> {
                         n.subtree = Some(self.tree(&s)?);
                     }
                 }
-                NodeKind::File if !n.content.is_empty() => {
-                    n.content = self.content(&n.content, &n.name_lossy())?;
+                NodeKind::File => {
+                    if !n.content.is_empty() {
+                        n.content = self.content(&n.content, &n.name_lossy())?;
+                    }
+                    self.progress.bytes(n.size);
+                    self.progress.file_done();
                 }
                 _ => {}
             }
@@ -192,6 +272,8 @@ impl Copier<'_, '_> {
                     for c in &n.content {
                         self.same_blob(BlobType::Data, c)?;
                     }
+                    self.progress.bytes(n.size);
+                    self.progress.file_done();
                 }
                 _ => {}
             }

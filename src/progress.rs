@@ -6,6 +6,8 @@
 //! [`Progress::file_done`]); what there is to do is told by a scan that runs
 //! beside the operation ([`Progress::totals`], growing until `complete`), as
 //! restic's scanner does, so a display can show a percentage and an ETA.
+//! Work whose total is learnt phase by phase (prune) is counted with a
+//! [`Tally`].
 
 use std::path::Path;
 
@@ -30,3 +32,42 @@ pub trait Progress: Sync {
 /// No progress output.
 pub struct NoProgress;
 impl Progress for NoProgress {}
+
+/// Counts units of work (packs, say) done against a total learnt phase by
+/// phase: [`Tally::ahead`] says what is left from now on, so the total told
+/// to the [`Progress`] is what is done plus that. Done counts only grow.
+pub struct Tally<'a> {
+    progress: &'a dyn Progress,
+    done: u64,
+    done_bytes: u64,
+}
+
+impl<'a> Tally<'a> {
+    pub fn new(progress: &'a dyn Progress) -> Self {
+        Tally {
+            progress,
+            done: 0,
+            done_bytes: 0,
+        }
+    }
+
+    /// `units` more units of `bytes` bytes are to be done from now on;
+    /// `complete` when no later phase adds any.
+    pub fn ahead(&self, units: u64, bytes: u64, complete: bool) {
+        self.progress
+            .totals(self.done + units, self.done_bytes + bytes, complete);
+    }
+
+    /// One more unit, of `bytes` bytes, is done.
+    pub fn one(&mut self, bytes: u64) {
+        self.done += 1;
+        self.done_bytes += bytes;
+        self.progress.bytes(bytes);
+        self.progress.file_done();
+    }
+
+    /// Nothing more is to be done: the total is what was done.
+    pub fn finish(&self) {
+        self.ahead(0, 0, true);
+    }
+}

@@ -1,8 +1,10 @@
-//! `larder copy`: copy snapshots from another repository into this one.
+//! `larder copy`: copy snapshots from another repository into this one,
+//! with a terminal line counting the files (and bytes) of the trees copied.
 
 use super::Global;
 use super::filter::FilterArgs;
 use super::output::print_json;
+use super::progress::{Mode, TermProgress};
 use crate::copy::{self, CopyReport};
 use crate::error::Result;
 use crate::snapshot;
@@ -45,7 +47,11 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .map(|s| snapshot::resolve(&src, s, &filter))
             .collect::<Result<Vec<_>>>()?
     };
-    let report = copy::copy(&src, &dst, &snaps)?;
+    // A terminal line (never with --json: copy prints one summary).
+    let progress = TermProgress::start(Mode::pick(false, g.quiet || g.json), false);
+    let report = copy::copy_with_progress(&src, &dst, &snaps, &progress);
+    progress.finish();
+    let report = report?;
     print_report(g, &report);
     Ok(0)
 }

@@ -144,7 +144,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         print_human(&report);
     }
     if let Some(opts) = prune_opts {
-        let pruned = crate::maintenance::prune::prune(&repo, &opts)?;
+        let pruned = super::cmd_prune::run_prune(g, &repo, &opts)?;
         super::cmd_prune::show(g, &pruned);
     }
     if report.problems.is_empty() {

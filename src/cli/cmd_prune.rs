@@ -1,8 +1,10 @@
 //! `larder prune`: give back the space of data no snapshot uses (two
-//! phases: mark now, delete on a later run once nothing can need it).
+//! phases: mark now, delete on a later run once nothing can need it),
+//! with a terminal line counting the packs repacked and deleted.
 
 use super::Global;
 use super::output::{print_json, safe};
+use super::progress::{Mode, TermProgress};
 use crate::error::Result;
 use crate::maintenance::prune::{
     self, Amount, MaxUnused, PruneOptions, PruneReport, SweepReport, parse_size,
@@ -158,9 +160,18 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let opts = a.flags.options(a.dry_run)?;
     crate::interrupt::install_handlers()?;
     let repo = g.open()?;
-    let report = prune::prune(&repo, &opts)?;
+    let report = run_prune(g, &repo, &opts)?;
     show(g, &report);
     Ok(0)
+}
+
+/// Runs the prune with a terminal line (none with `--json`, `-q` or
+/// stderr not a terminal) counting the packs repacked and deleted.
+pub fn run_prune(g: &Global, repo: &crate::Repository, opts: &PruneOptions) -> Result<PruneReport> {
+    let progress = TermProgress::counting(Mode::pick(false, g.quiet || g.json), false, "packs");
+    let report = prune::prune_with_progress(repo, opts, &progress);
+    progress.finish();
+    report
 }
 
 /// Prints a prune's report (warnings, then JSON or the human summary).

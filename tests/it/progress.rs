@@ -1,12 +1,21 @@
 //! Progress: `--json` prints restic's `status` lines (done counts that
 //! never go backwards, ending at the summary's numbers) before the
 //! `summary`, for backup and restore; without a terminal and without
-//! `--json` nothing but the result is printed.
+//! `--json` nothing but the result is printed. Prune and copy tell the
+//! library's `Progress` done counts that end at their totals (the packs the
+//! prune report names; the files of the trees copied), and print a line
+//! only on a terminal without `-q`.
 
-use crate::common::larder;
-use crate::support::{cli, json_lines, rand_bytes, run};
+use crate::common::{PASS, TestRepo, larder};
+use crate::support::{cli, json_lines, lib_backup, path_str, rand_bytes, run};
+use larder::backend::Kind;
+use larder::maintenance::prune::{MaxUnused, PruneOptions, prune_with_progress};
+use larder::progress::Progress;
+use larder::snapshot::{self, Filter};
 use std::fs;
 use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
 
 /// A tree of `n` files of varied sizes.
 fn tree(root: &Path, n: usize) {
@@ -137,4 +146,296 @@ fn no_progress_without_a_terminal_or_json() {
     assert_eq!(code, 0, "{err}");
     assert!(err.is_empty(), "{err:?}");
     assert_eq!(out.lines().count(), 1, "{out}");
+}
+
+/// What a library operation told its [`Progress`], in order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Told {
+    /// One more unit done, of this many bytes.
+    Done(u64),
+    /// Totals: units, bytes, complete.
+    Totals(u64, u64, bool),
+}
+
+/// A [`Progress`] that records what it is told (and wants the totals).
+#[derive(Default)]
+struct Recorder {
+    told: Mutex<Vec<Told>>,
+    pending_bytes: Mutex<u64>,
+}
+
+impl Progress for Recorder {
+    fn bytes(&self, n: u64) {
+        *self.pending_bytes.lock().unwrap() += n;
+    }
+    fn file_done(&self) {
+        let b = std::mem::take(&mut *self.pending_bytes.lock().unwrap());
+        self.told.lock().unwrap().push(Told::Done(b));
+    }
+    fn totals(&self, files: u64, bytes: u64, complete: bool) {
+        self.told
+            .lock()
+            .unwrap()
+            .push(Told::Totals(files, bytes, complete));
+    }
+    fn wants_totals(&self) -> bool {
+        true
+    }
+}
+
+/// Done counts (units, bytes) at the end, and the last totals told, which
+/// must be complete and equal to them; also no totals told below what was
+/// done by then.
+fn settle(r: &Recorder) -> (Vec<Told>, u64, u64) {
+    let told = r.told.lock().unwrap().clone();
+    let (mut n, mut b) = (0u64, 0u64);
+    for t in &told {
+        match *t {
+            Told::Done(x) => {
+                n += 1;
+                b += x;
+            }
+            Told::Totals(tn, tb, true) => {
+                assert!(
+                    tn >= n && tb >= b,
+                    "complete totals {t:?} below done {n}/{b}"
+                );
+            }
+            Told::Totals(..) => {}
+        }
+    }
+    let last = told
+        .iter()
+        .rev()
+        .find_map(|t| match *t {
+            Told::Totals(tn, tb, c) => Some((tn, tb, c)),
+            _ => None,
+        })
+        .expect("totals were told");
+    assert_eq!(last, (n, b, true), "the last totals are the done counts");
+    (told, n, b)
+}
+
+/// Prune after a snapshot was forgotten: each pack repacked and each pack
+/// deleted is counted once, the total is known (complete) before the first
+/// one and never changes, and it is what the prune report says it did.
+#[test]
+fn prune_counts_packs_up_to_the_plan() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for i in 0..60u64 {
+        let p = src.join(format!("f{i:02}"));
+        fs::create_dir_all(&src).unwrap();
+        fs::write(p, rand_bytes(900 + i, 60_000)).unwrap();
+    }
+    let first = lib_backup(&repo, &[&src]).snapshot_id.unwrap();
+    for i in (0..60u64).step_by(2) {
+        fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
+    }
+    // Whole packs of their own, unused once the first snapshot goes.
+    fs::write(src.join("big"), rand_bytes(7, 3 << 20)).unwrap();
+    let second = lib_backup(&repo, &[&src]).snapshot_id.unwrap();
+    fs::remove_file(src.join("big")).unwrap();
+    lib_backup(&repo, &[&src]);
+    for id in [first, second] {
+        repo.backend().delete(Kind::Snapshot, &id.to_hex()).unwrap();
+    }
+    drop(repo);
+    let repo = t.open().unwrap();
+    let opts = PruneOptions {
+        max_unused: MaxUnused::Percent(0.0),
+        keep_delete: Duration::ZERO,
+        ..PruneOptions::default()
+    };
+    // A dry run tells nothing done.
+    let rec = Recorder::default();
+    let dry = PruneOptions {
+        dry_run: true,
+        ..opts.clone()
+    };
+    prune_with_progress(&repo, &dry, &rec).unwrap();
+    assert!(
+        !rec.told
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|t| matches!(t, Told::Done(_)))
+    );
+
+    let rec = Recorder::default();
+    let r = prune_with_progress(&repo, &opts, &rec).unwrap();
+    let (told, n, b) = settle(&rec);
+    let repacked = r.repacked.as_ref().map_or(0, |x| x.packs.len());
+    let immediate = r.immediate.as_ref().expect("deleted at once");
+    assert!(repacked > 0, "{r:?}");
+    assert!(r.plan.unused.packs > 0, "{r:?}");
+    assert_eq!(
+        n as usize,
+        repacked + r.sweep.packs_deleted + immediate.packs_deleted,
+        "{r:?}"
+    );
+    assert_eq!(immediate.packs_deleted, r.plan.unused.packs + repacked);
+    assert_eq!(
+        b,
+        r.plan.repack.bytes + r.sweep.bytes_deleted + immediate.bytes_deleted,
+        "{r:?}"
+    );
+    // Known before the first pack was done, and exact from then on.
+    let first_done = told
+        .iter()
+        .position(|t| matches!(t, Told::Done(_)))
+        .unwrap();
+    assert!(
+        told[..first_done].contains(&Told::Totals(n, b, true)),
+        "{told:?}"
+    );
+    for t in &told[first_done..] {
+        if let Told::Totals(tn, tb, c) = *t {
+            assert_eq!((tn, tb, c), (n, b, true), "{told:?}");
+        }
+    }
+
+    // Nothing left to do: nothing done, a complete total of zero.
+    let rec = Recorder::default();
+    prune_with_progress(&repo, &opts, &rec).unwrap();
+    let (_, n, _) = settle(&rec);
+    assert_eq!(n, 0);
+}
+
+/// Copy counts every file of the distinct trees it copies (a subtree two
+/// snapshots share once) with its size, up to the totals of the scan
+/// beside it; a second copy (everything skipped) counts nothing.
+#[test]
+fn copy_counts_files_up_to_the_scan() {
+    let (ts, td) = (TestRepo::new(), TestRepo::new());
+    let (srepo, drepo) = (ts.init(), td.init());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    tree(&src, 60);
+    lib_backup(&srepo, &[&src]);
+    fs::write(src.join("d0/f0"), b"changed").unwrap();
+    lib_backup(&srepo, &[&src]);
+    // Expected: all 60 files of the first snapshot, and the files of the
+    // one directory that changed (d0: files 0, 7, .., 56) of the second.
+    let d0: Vec<_> = fs::read_dir(src.join("d0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(d0.len(), 9);
+    let mut want_bytes: u64 = (0..60).map(|i| 1000 + i * 997).sum();
+    // d0 as it is now (d0/f0 changed).
+    want_bytes += d0
+        .iter()
+        .map(|p| fs::metadata(p).unwrap().len())
+        .sum::<u64>();
+
+    let (snaps, _) = snapshot::list(&srepo, &Filter::default()).unwrap();
+    assert_eq!(snaps.len(), 2);
+    let rec = Recorder::default();
+    let r = larder::copy::copy_with_progress(&srepo, &drepo, &snaps, &rec).unwrap();
+    assert_eq!(r.copied.len(), 2);
+    let (_, n, b) = settle(&rec);
+    assert_eq!(n, 60 + 9);
+    assert_eq!(b, want_bytes);
+
+    let rec = Recorder::default();
+    let r = larder::copy::copy_with_progress(&srepo, &drepo, &snaps, &rec).unwrap();
+    assert_eq!(r.skipped.len(), 2);
+    let (_, n, _) = settle(&rec);
+    assert_eq!(n, 0);
+}
+
+/// For the CLI tests: a repository with two snapshots (the second without
+/// `d1`) and another with one to copy from; returns (repository, cache,
+/// the other repository).
+fn cli_setup(base: &Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let (repo, cache, src, from) = (
+        base.join("repo"),
+        base.join("cache"),
+        base.join("src"),
+        base.join("from"),
+    );
+    tree(&src, 30);
+    cli(&repo, &cache, &["init"], 0);
+    cli(&from, &cache, &["init"], 0);
+    cli(&repo, &cache, &["backup", path_str(&src)], 0);
+    cli(&from, &cache, &["backup", path_str(&src)], 0);
+    fs::remove_dir_all(src.join("d1")).unwrap();
+    cli(&repo, &cache, &["backup", path_str(&src)], 0);
+    (repo, cache, from)
+}
+
+/// With stderr a pipe, prune and copy print their results and no progress.
+#[test]
+fn no_prune_or_copy_progress_on_a_pipe() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache, from) = cli_setup(base.path());
+    cli(&repo, &cache, &["forget", "--keep-last", "1"], 0);
+    let (out, err) = cli(
+        &repo,
+        &cache,
+        &["prune", "--keep-delete", "0s", "--max-unused", "0%"],
+        0,
+    );
+    assert!(err.is_empty(), "stderr (a pipe) gets nothing: {err:?}");
+    assert!(out.contains("deleted") && !out.contains('\r'), "{out}");
+    let mut c = larder(&repo, &cache);
+    c.env("LARDER_FROM_PASSWORD", PASS)
+        .args(["copy", "--from-repo"])
+        .arg(&from);
+    let (code, out, err) = run(c);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.is_empty(), "{err:?}");
+    assert!(out.contains("1 copied") && !out.contains('\r'), "{out}");
+}
+
+/// On a terminal (a pseudo-terminal from `script`), prune and copy run
+/// their progress line (it is always cleared at the end: `\r\x1b[K`);
+/// with `-q` they do not.
+#[test]
+fn prune_and_copy_progress_only_on_a_terminal_without_q() {
+    if !std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(
+            std::env::var("LARDER_ALLOW_SKIP").as_deref() == Ok("1"),
+            "script (util-linux) is not installed"
+        );
+        eprintln!("skipping: script is not installed");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache, from) = cli_setup(base.path());
+    cli(&repo, &cache, &["forget", "--keep-last", "1"], 0);
+    let bin = crate::common::larder_bin();
+    let on_tty = |args: &str| {
+        let env = larder(&repo, &cache);
+        let mut s = std::process::Command::new("script");
+        for (k, v) in env.get_envs() {
+            match v {
+                Some(v) => s.env(k, v),
+                None => s.env_remove(k),
+            };
+        }
+        let cmd = format!("'{}' {args}", bin.display());
+        s.env("LARDER_FROM_PASSWORD", PASS)
+            .args(["-q", "-e", "-c", &cmd, "/dev/null"]);
+        let (code, out, err) = run(s);
+        assert_eq!(code, 0, "{args}: {out} {err}");
+        out
+    };
+    let clear = "\r\x1b[K";
+    let out = on_tty("-q prune --keep-delete 0s --max-unused 0%");
+    assert!(!out.contains(clear), "{out:?}");
+    let out = on_tty("prune --keep-delete 0s --max-unused 0%");
+    assert!(out.contains(clear), "{out:?}");
+    let f = path_str(&from);
+    let out = on_tty(&format!("-q copy --from-repo '{f}'"));
+    assert!(!out.contains(clear), "{out:?}");
+    let out = on_tty(&format!("copy --from-repo '{f}'"));
+    assert!(out.contains(clear) && out.contains("1 skipped"), "{out:?}");
 }

@@ -11,6 +11,10 @@
 //! a run sweeps its own plan at once (when no backup that could use the
 //! data is running). Prune holds a maintenance lock: backups run beside
 //! it, another prune or `repair index` does not.
+//!
+//! Progress ([`prune_with_progress`]) counts packs: each one repacked and
+//! each one deleted, against a total known from the plans (the sweep's
+//! due plans, then this run's mark plan).
 
 mod compact;
 mod marking;
@@ -27,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::marks::MarkedPack;
 use crate::maintenance::usage::{MarkStats, Usage};
+use crate::progress::{NoProgress, Progress, Tally};
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter};
 use serde::Serialize;
@@ -231,6 +236,16 @@ pub(crate) fn all_snapshot_roots(repo: &Repository) -> Result<Vec<(Id, String)>>
 
 /// Runs a prune.
 pub fn prune(repo: &Repository, opts: &PruneOptions) -> Result<PruneReport> {
+    prune_with_progress(repo, opts, &NoProgress)
+}
+
+/// [`prune`], telling `progress` each pack repacked or deleted (one "file"
+/// per pack, with its size); a dry run tells nothing.
+pub fn prune_with_progress(
+    repo: &Repository,
+    opts: &PruneOptions,
+    progress: &dyn Progress,
+) -> Result<PruneReport> {
     // An append-only repository refuses deletions: say so before anything.
     if !opts.dry_run {
         repo.backend().check_deletable()?;
@@ -244,7 +259,9 @@ pub fn prune(repo: &Repository, opts: &PruneOptions) -> Result<PruneReport> {
     };
     let found = marking::find_marks(repo)?;
     report.problems.extend(found.problems.iter().cloned());
-    report.sweep = sweep::sweep(repo, &lock, opts.keep_delete, opts.dry_run, &found)?;
+    let mut tally = Tally::new(progress);
+    let (grace, dry) = (opts.keep_delete, opts.dry_run);
+    report.sweep = sweep::sweep(repo, &lock, grace, dry, &found, &mut tally, false)?;
 
     let mut u = Usage::new(repo)?;
     report.marked_from = u.mark(repo, all_snapshot_roots(repo)?)?;
@@ -259,10 +276,17 @@ pub fn prune(repo: &Repository, opts: &PruneOptions) -> Result<PruneReport> {
     if opts.dry_run {
         return Ok(report);
     }
+    // Ahead: the repacks, then (deleting at once) what the plan marks.
+    let sum = |v: &[MarkedPack]| v.iter().map(|m| m.size).sum::<u64>();
+    let (mut n, mut bytes) = (to_repack.len(), sum(&to_repack));
+    if opts.keep_delete.is_zero() {
+        n += to_delete.len() + to_repack.len();
+        bytes += sum(&to_delete) + sum(&to_repack);
+    }
+    tally.ahead(n as u64, bytes, true);
     let mut marked: Vec<MarkedPack> = to_delete;
     if !to_repack.is_empty() {
-        let ids: Vec<Id> = to_repack.iter().map(|m| m.id).collect();
-        let r = repack::repack(repo, &u, &lock, &ids)?;
+        let r = repack::repack(repo, &u, &lock, &to_repack, &mut tally)?;
         let done: HashSet<Id> = r.packs.iter().copied().collect();
         marked.extend(to_repack.into_iter().filter(|m| done.contains(&m.id)));
         report.problems.extend(r.problems.iter().cloned());
@@ -276,13 +300,16 @@ pub fn prune(repo: &Repository, opts: &PruneOptions) -> Result<PruneReport> {
     }
     if opts.keep_delete.is_zero() && report.plan_id.is_some() {
         let found = marking::find_marks(repo)?;
-        report.immediate = Some(sweep::sweep(repo, &lock, opts.keep_delete, false, &found)?);
+        report.immediate = Some(sweep::sweep(
+            repo, &lock, grace, false, &found, &mut tally, true,
+        )?);
     } else if report.sweep.compaction.is_none() {
         let c = compact::compact(repo, &lock, &HashSet::new())?;
         if c.segments_written > 0 {
             report.sweep.compaction = Some(c);
         }
     }
+    tally.finish();
     Ok(report)
 }
 

@@ -9,10 +9,12 @@ use super::usage_map::{KeptBlob, kept_blobs};
 use crate::backend::Kind;
 use crate::error::Result;
 use crate::id::Id;
+use crate::index::marks::MarkedPack;
 use crate::lock::LockHandle;
 use crate::maintenance::usage::Usage;
 use crate::pack::{self, PreparedBlob};
 use crate::packer::{Packer, PackerStats};
+use crate::progress::Tally;
 use crate::repository::Repository;
 
 /// What a repack did.
@@ -30,11 +32,18 @@ pub struct Repacked {
 /// Largest read from a pack while repacking.
 const MAX_READ: u64 = 8 << 20;
 
-/// Copies the kept blobs of each of `packs` into new packs.
-pub fn repack(repo: &Repository, u: &Usage, lock: &LockHandle, packs: &[Id]) -> Result<Repacked> {
+/// Copies the kept blobs of each of `packs` into new packs, counting each
+/// pack read (copied, or kept for a problem) in `tally`.
+pub fn repack(
+    repo: &Repository,
+    u: &Usage,
+    lock: &LockHandle,
+    packs: &[MarkedPack],
+    tally: &mut Tally,
+) -> Result<Repacked> {
     let mut out = Repacked::default();
     let mut packer = Packer::with_lock(repo, Some(lock.clone()))?;
-    for id in packs {
+    for MarkedPack { id, size } in packs {
         crate::interrupt::check()?;
         let blobs = kept_blobs(u, id)?;
         match read_verified(repo, id, &blobs) {
@@ -50,6 +59,7 @@ pub fn repack(repo: &Repository, u: &Usage, lock: &LockHandle, packs: &[Id]) -> 
                 .problems
                 .push(format!("{e}; pack {id} is kept as it is")),
         }
+        tally.one(*size);
     }
     out.written = packer.finish()?;
     Ok(out)

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::id::Id;
 use crate::lock::LockHandle;
 use crate::maintenance::usage::Usage;
+use crate::progress::Tally;
 use crate::repository::Repository;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -43,13 +44,16 @@ pub struct SweepReport {
     pub compaction: Option<Compaction>,
 }
 
-/// Sweeps the plans in `found` that are due.
+/// Sweeps the plans in `found` that are due, counting each pack deleted
+/// in `tally` (`last`: no phase of the prune comes after this one).
 pub fn sweep(
     repo: &Repository,
     lock: &LockHandle,
     grace: Duration,
     dry_run: bool,
     found: &FoundMarks,
+    tally: &mut Tally,
+    last: bool,
 ) -> Result<SweepReport> {
     let mut r = SweepReport::default();
     // Who runs now: known before the snapshots are read (rule 4 b, c).
@@ -128,11 +132,13 @@ pub fn sweep(
         return Ok(r);
     }
     drop(u);
+    tally.ahead(r.packs_deleted as u64, r.bytes_deleted, last);
     // Rule 5: unlist, then delete.
     r.compaction = Some(compact(repo, lock, &delete)?);
     for id in &delete {
         lock.check()?;
         repo.backend().delete(Kind::Pack, &id.to_hex())?;
+        tally.one(sizes.get(id).copied().unwrap_or(0));
     }
     for l in leftovers {
         repo.backend().remove_leftover(l)?;
