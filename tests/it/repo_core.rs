@@ -307,6 +307,18 @@ fn first_file(dir: &Path) -> std::path::PathBuf {
     v.remove(0)
 }
 
+/// The largest file below `dir`: of `packs/`, the data pack (a backup
+/// writes its trees, a few hundred bytes, into a pack of their own).
+fn largest_file(dir: &Path) -> std::path::PathBuf {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .max_by_key(|e| e.metadata().unwrap().len())
+        .unwrap()
+        .into_path()
+}
+
 fn repo_with_snapshot(t: &TestRepo) {
     let src = t.dir.path().join("src");
     std::fs::create_dir_all(src.join("d")).unwrap();
@@ -330,7 +342,7 @@ fn check_names_truncated_bitflipped_and_swapped_objects() {
     let t = TestRepo::new();
     t.init();
     repo_with_snapshot(&t);
-    let pack = first_file(&t.repo_path().join("packs"));
+    let pack = largest_file(&t.repo_path().join("packs"));
     let name = pack.file_name().unwrap().to_string_lossy().into_owned();
     let len = std::fs::metadata(&pack).unwrap().len();
     std::fs::OpenOptions::new()
@@ -347,7 +359,7 @@ fn check_names_truncated_bitflipped_and_swapped_objects() {
     let t = TestRepo::new();
     t.init();
     repo_with_snapshot(&t);
-    let pack = first_file(&t.repo_path().join("packs"));
+    let pack = largest_file(&t.repo_path().join("packs"));
     let name = pack.file_name().unwrap().to_string_lossy().into_owned();
     let mut bytes = std::fs::read(&pack).unwrap();
     bytes[40] ^= 0x10;
