@@ -36,7 +36,7 @@ use crate::snapshot::{self, Filter, Snapshot};
 use crate::tree::{NodeKind, Tree};
 use serde::Serialize;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::Read;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,7 +125,7 @@ pub fn copy_with_progress(
     let new_snaps = std::thread::scope(|scope| {
         if progress.wants_totals() {
             let (roots, stop) = (&roots, &stop);
-            scope.spawn(move || scan(src, roots, stop, progress));
+            scope.spawn(move || crate::walker::count_files(src, roots, true, stop, progress));
         }
         let copied = c.snapshots(todo);
         // A copy that failed stops the scan; one that finished lets it
@@ -159,38 +159,6 @@ pub fn shares_ids(src: &Repository, dst: &Repository) -> bool {
     src.keys().blob_id(probe) == dst.keys().blob_id(probe)
         && src.keys().gear() == dst.keys().gear()
         && src.config().chunker == dst.config().chunker
-}
-
-/// Counts the files (and their bytes) of the distinct trees below `roots`
-/// for the progress totals, as the copy visits them (a tree met twice
-/// once); gives up when `stop` is set or a stop was asked for.
-fn scan(repo: &Repository, roots: &[Id], stop: &AtomicBool, progress: &dyn Progress) {
-    let (mut files, mut bytes) = (0u64, 0u64);
-    let mut seen: HashSet<Id> = HashSet::new();
-    let mut todo: Vec<Id> = roots.iter().rev().copied().collect();
-    while let Some(t) = todo.pop() {
-        if stop.load(Ordering::Relaxed) || crate::interrupt::requested() {
-            return;
-        }
-        if !seen.insert(t) {
-            continue;
-        }
-        let Ok(tree) = repo.load_tree(&t) else {
-            continue;
-        };
-        for n in &tree.nodes {
-            match n.kind {
-                NodeKind::File => {
-                    files += 1;
-                    bytes += n.size;
-                }
-                NodeKind::Dir => todo.extend(n.subtree),
-                _ => {}
-            }
-        }
-        progress.totals(files, bytes, false);
-    }
-    progress.totals(files, bytes, true);
 }
 
 /// One copy run's state.

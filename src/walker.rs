@@ -1,14 +1,17 @@
 //! Walking snapshot trees: resolving a path inside a snapshot to its tree,
 //! visiting every node below a tree depth first (`ls`, `find`), and visiting
-//! every distinct tree reachable from many roots once (`check`, `prune`).
-//! Trees are loaded through [`Repository::load_tree`]; nothing here reads
-//! packs itself.
+//! every distinct tree reachable from many roots once (`check`, `prune`),
+//! and counting the files below trees for progress totals (`restore`,
+//! `copy`). Trees are loaded through [`Repository::load_tree`]; nothing
+//! here reads packs itself.
 
 use crate::error::{Error, Result};
 use crate::id::Id;
+use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, Tree};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The tree ID of directory `sub` (a `/`-separated path) below `root`.
 pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
@@ -115,4 +118,45 @@ pub fn walk_unique(
         }
     }
     Ok(seen.len())
+}
+
+/// Counts the files (and their bytes) below `roots` and reports them as
+/// progress totals while it goes, complete at the end. With `once`, a tree
+/// met again is not counted again (as `copy` handles it); without, every
+/// occurrence counts (as `restore` writes it). Gives up, with no complete
+/// total, when `stop` is set or a stop was asked for; a tree that cannot
+/// be read is left out (the operation itself reports it).
+pub fn count_files(
+    repo: &Repository,
+    roots: &[Id],
+    once: bool,
+    stop: &AtomicBool,
+    progress: &dyn Progress,
+) {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut seen: HashSet<Id> = HashSet::new();
+    let mut todo: Vec<Id> = roots.iter().rev().copied().collect();
+    while let Some(t) = todo.pop() {
+        if stop.load(Ordering::Relaxed) || crate::interrupt::requested() {
+            return;
+        }
+        if once && !seen.insert(t) {
+            continue;
+        }
+        let Ok(tree) = repo.load_tree(&t) else {
+            continue;
+        };
+        for n in &tree.nodes {
+            match n.kind {
+                NodeKind::File => {
+                    files += 1;
+                    bytes += n.size;
+                }
+                NodeKind::Dir => todo.extend(n.subtree),
+                _ => {}
+            }
+        }
+        progress.totals(files, bytes, false);
+    }
+    progress.totals(files, bytes, true);
 }

@@ -29,11 +29,9 @@ mod target;
 mod walk;
 
 use crate::error::{Error, Result};
-use crate::id::Id;
 use crate::progress::{NoProgress, Progress};
 use crate::repository::Repository;
 use crate::snapshot::Snapshot;
-use crate::tree::NodeKind;
 use serde::Serialize;
 use source::PackSource;
 use std::collections::HashMap;
@@ -116,7 +114,7 @@ pub fn restore_with_progress(
     std::thread::scope(|scope| {
         if progress.wants_totals() && opts.include.is_empty() && opts.exclude.is_empty() {
             let stop = &scan_stop;
-            scope.spawn(move || scan(repo, root, stop, progress));
+            scope.spawn(move || crate::walker::count_files(repo, &[root], false, stop, progress));
         }
         let mut r = TreeRestorer {
             repo,
@@ -145,33 +143,6 @@ pub fn restore_with_progress(
         finish(&dest, &mut r);
         Ok(r.report)
     })
-}
-
-/// Counts the files (and their bytes) below tree `root` for the progress
-/// totals; gives up when `stop` is set or a stop was asked for.
-fn scan(repo: &Repository, root: Id, stop: &AtomicBool, progress: &dyn Progress) {
-    let (mut files, mut bytes) = (0u64, 0u64);
-    let mut todo = vec![root];
-    while let Some(t) = todo.pop() {
-        if stop.load(Ordering::Relaxed) || crate::interrupt::requested() {
-            return;
-        }
-        let Ok(tree) = repo.load_tree(&t) else {
-            continue;
-        };
-        for n in &tree.nodes {
-            match n.kind {
-                NodeKind::File => {
-                    files += 1;
-                    bytes += n.size;
-                }
-                NodeKind::Dir => todo.extend(n.subtree),
-                _ => {}
-            }
-        }
-        progress.totals(files, bytes, false);
-    }
-    progress.totals(files, bytes, true);
 }
 
 /// Makes sure the target is a directory (a symlink to one is followed: the
