@@ -13,8 +13,9 @@
 //! in memory: lookups are prepared SQLite queries, inserts run in
 //! transactions.
 
+use super::bulk::{self, Target};
 use super::marks::{Mark, read_mark};
-use super::segment::{IndexPack, IndexSegment, read_segment};
+use super::segment::{IndexPack, IndexSegment};
 use crate::backend::{Backend, Kind};
 use crate::crypto::Keys;
 use crate::error::{Error, Result};
@@ -52,7 +53,7 @@ pub struct Index {
 
 /// The layout version of the cache database (`PRAGMA user_version`). A
 /// cache of another version is emptied and rebuilt: it is only a cache.
-const CACHE_VERSION: i64 = 3;
+const CACHE_VERSION: i64 = 4;
 
 /// How long a process waits for another's write to the cache (a rebuild
 /// of a large index takes minutes) before giving up.
@@ -74,6 +75,8 @@ PRAGMA cache_size=-4096;
 /// may be stored in several packs: `blobs` has a row per copy.
 const SCHEMA: &str = "
 DROP TABLE IF EXISTS blobs;
+DROP TABLE IF EXISTS blob_base;
+DROP INDEX IF EXISTS blob_base_by_first;
 DROP TABLE IF EXISTS marked_packs;
 DROP TABLE IF EXISTS marks;
 DROP TABLE IF EXISTS pack_segments;
@@ -102,8 +105,12 @@ CREATE TABLE blobs(
   marked INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY(id, pack)
 ) WITHOUT ROWID;
-CREATE INDEX blobs_by_pack ON blobs(pack);
-CREATE INDEX blobs_marked ON blobs(pack) WHERE marked = 1;
+CREATE TABLE blob_base(
+  first BLOB NOT NULL,
+  n INTEGER NOT NULL,
+  rows BLOB NOT NULL
+);
+CREATE INDEX blob_base_by_first ON blob_base(first);
 CREATE TABLE marks(id BLOB PRIMARY KEY, plan INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE marked_packs(
   pack BLOB NOT NULL,
@@ -112,6 +119,21 @@ CREATE TABLE marked_packs(
 ) WITHOUT ROWID;
 CREATE INDEX marked_packs_by_mark ON marked_packs(mark);
 ";
+
+/// The secondary indexes of `blobs` (by pack, and the marked copies by
+/// pack). A bulk load into an empty cache drops and rebuilds them.
+pub(super) const BLOB_INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS blobs_by_pack ON blobs(pack);
+CREATE INDEX IF NOT EXISTS blobs_marked ON blobs(pack) WHERE marked = 1;
+";
+
+/// Drops what [`BLOB_INDEXES`] creates.
+pub(super) const DROP_BLOB_INDEXES: &str =
+    "DROP INDEX IF EXISTS blobs_by_pack; DROP INDEX IF EXISTS blobs_marked;";
+
+/// New segments at or above which a sync into a cache with no segments
+/// stores their blobs as the base's sorted blocks ([`super::bulk`]).
+const BASE_FROM: usize = 16;
 
 /// `blobs.marked` follows `marked_packs`: a copy in a pack that a deletion
 /// plan lists is marked (backups do not deduplicate against it, readers
@@ -162,8 +184,21 @@ impl Index {
         let conn = Connection::open(path).map_err(|e| Error::sqlite(path, e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| Error::sqlite(path, e))?;
-        conn.execute_batch(PRAGMAS)
-            .map_err(|e| Error::sqlite(path, e))?;
+        // Two processes creating the cache at once: switching a new
+        // database to WAL can fail as busy without waiting; try again.
+        let start = std::time::Instant::now();
+        loop {
+            match conn.execute_batch(PRAGMAS) {
+                Ok(()) => break,
+                Err(rusqlite::Error::SqliteFailure(f, _))
+                    if f.code == rusqlite::ErrorCode::DatabaseBusy
+                        && start.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(Error::sqlite(path, e)),
+            }
+        }
         let mut index = Index {
             conn,
             path: path.to_path_buf(),
@@ -187,6 +222,7 @@ impl Index {
         // Another process may have done it meanwhile.
         if version(&tx).map_err(|e| Error::sqlite(&path, e))? != CACHE_VERSION {
             tx.execute_batch(SCHEMA)
+                .and_then(|_| tx.execute_batch(BLOB_INDEXES))
                 .map_err(|e| Error::sqlite(&path, e))?;
             tx.execute_batch(&format!("PRAGMA user_version = {CACHE_VERSION}"))
                 .map_err(|e| Error::sqlite(&path, e))?;
@@ -222,16 +258,8 @@ impl Index {
             }
         }
         let known = self.known_segments()?;
-        let mut new: Vec<&Id> = listed.iter().filter(|n| !known.contains(*n)).collect();
-        new.sort();
-        for id in new {
-            match read_segment(backend, keys, &id.to_hex()) {
-                Ok(seg) => {
-                    self.absorb(id, &seg)?;
-                    report.absorbed += 1;
-                }
-                Err(e) => report.bad.push(format!("{e}; skipped")),
-            }
+        if listed.iter().any(|n| !known.contains(n)) {
+            self.absorb_new(backend, keys, &listed, &mut report)?;
         }
         let gone: Vec<Id> = known.difference(&listed).copied().collect();
         if !gone.is_empty() {
@@ -240,11 +268,44 @@ impl Index {
         }
         let marks_changed = self.sync_marks(backend, keys, &mut report)?;
         if marks_changed || report.absorbed > 0 {
+            if self.has_marks()? {
+                self.materialize()?;
+            }
             self.conn
                 .execute_batch(APPLY_MARKS)
                 .map_err(|e| self.err(e))?;
         }
         Ok(report)
+    }
+
+    /// Absorbs the listed segments the cache does not know, in one
+    /// transaction, sorted as one bulk load ([`super::bulk`]). The known
+    /// set is read again under the write lock: a process that waited for
+    /// another's load does not absorb the same segments twice.
+    fn absorb_new(
+        &mut self,
+        backend: &dyn Backend,
+        keys: &Keys,
+        listed: &HashSet<Id>,
+        report: &mut SyncReport,
+    ) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| Error::sqlite(&path, e))?;
+        let known = known_segments(&tx).map_err(|e| Error::sqlite(&path, e))?;
+        let mut new: Vec<&Id> = listed.iter().filter(|n| !known.contains(*n)).collect();
+        new.sort();
+        let target = if known.is_empty() && new.len() >= BASE_FROM {
+            Target::Base
+        } else {
+            Target::Rows {
+                rebuild_indexes: false,
+            }
+        };
+        super::bulk::load(&tx, &path, backend, keys, &new, target, report)?;
+        tx.commit().map_err(|e| Error::sqlite(&path, e))
     }
 
     /// Brings the deletion marks up to date with `marks/`; returns whether
@@ -368,25 +429,14 @@ impl Index {
     }
 
     fn known_segments(&self) -> Result<HashSet<Id>> {
-        let mut st = self
-            .conn
-            .prepare("SELECT id FROM segments")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| r.get::<_, [u8; 32]>(0))
-            .map_err(|e| self.err(e))?;
-        let mut out = HashSet::new();
-        for r in rows {
-            out.insert(Id(r.map_err(|e| self.err(e))?));
-        }
-        Ok(out)
+        known_segments(&self.conn).map_err(|e| self.err(e))
     }
 
     /// Forgets everything.
     pub fn clear(&mut self) -> Result<()> {
         self.conn
             .execute_batch(
-                "DELETE FROM blobs; DELETE FROM pack_segments; DELETE FROM packs;
+                "DELETE FROM blobs; DELETE FROM blob_base; DELETE FROM pack_segments; DELETE FROM packs;
                  DELETE FROM segments; DELETE FROM marked_packs; DELETE FROM marks;",
             )
             .map_err(|e| self.err(e))
@@ -413,6 +463,7 @@ impl Index {
     /// Forgets segments that left the repository, and the packs (with their
     /// blobs) that no remaining segment lists.
     fn forget_segments(&mut self, gone: &[Id]) -> Result<()> {
+        self.materialize()?;
         let path = self.path.clone();
         let tx = self
             .conn
@@ -436,7 +487,8 @@ impl Index {
     /// pack with its size, listed by the segment, and every blob at its
     /// place. (`check` compares each segment it reads with the cache, and
     /// repairs the cache with [`Index::absorb`] where they differ.)
-    pub fn agrees_with(&self, seg_id: &Id, seg: &IndexSegment) -> Result<bool> {
+    pub fn agrees_with(&mut self, seg_id: &Id, seg: &IndexSegment) -> Result<bool> {
+        self.materialize()?;
         let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
         let mut listed = tx
             .prepare_cached(
@@ -506,8 +558,25 @@ impl Index {
             })
             .optional()
             .map_err(|e| self.err(e))?;
-        let Some((num, ty, off, sl, pl, c)) = row else {
-            return Ok(None);
+        let (num, entry) = match row {
+            Some((num, ty, off, sl, pl, c)) => {
+                let Some(ty) = BlobType::from_u8(ty) else {
+                    return Ok(None);
+                };
+                let entry = PackEntry {
+                    ty,
+                    id: *id,
+                    offset: off as u64,
+                    stored_len: sl as u32,
+                    plain_len: pl as u32,
+                    compression: c,
+                };
+                (num, entry)
+            }
+            None => match self.base_lookup(id)? {
+                Some(found) => found,
+                None => return Ok(None),
+            },
         };
         let mut st = self
             .conn
@@ -517,19 +586,84 @@ impl Index {
             .query_row(params![num], |r| r.get::<_, [u8; 32]>(0))
             .optional()
             .map_err(|e| self.err(e))?;
-        Ok(pack.and_then(|pack| {
-            Some(BlobLocation {
-                pack: Id(pack),
-                entry: PackEntry {
-                    ty: BlobType::from_u8(ty)?,
-                    id: *id,
-                    offset: off as u64,
-                    stored_len: sl as u32,
-                    plain_len: pl as u32,
-                    compression: c,
-                },
-            })
+        Ok(pack.map(|pack| BlobLocation {
+            pack: Id(pack),
+            entry,
         }))
+    }
+
+    /// Blob `id` in the base: its pack number and entry.
+    fn base_lookup(&self, id: &Id) -> Result<Option<(i64, PackEntry)>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT rows FROM blob_base WHERE first <= ?1 ORDER BY first DESC LIMIT 1",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_row(params![&bulk::seek_key(id)[..]], |r| r.get::<_, Vec<u8>>(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(rows.and_then(|rows| bulk::find_in_block(&rows, id).and_then(bulk::decode)))
+    }
+
+    /// Whether the cache holds a base (blobs absorbed in bulk, kept as
+    /// sorted blocks rather than rows).
+    pub fn has_base(&self) -> Result<bool> {
+        self.conn
+            .prepare_cached("SELECT 1 FROM blob_base LIMIT 1")
+            .and_then(|mut st| st.exists([]))
+            .map_err(|e| self.err(e))
+    }
+
+    fn has_marks(&self) -> Result<bool> {
+        self.conn
+            .prepare_cached("SELECT 1 FROM marked_packs LIMIT 1")
+            .and_then(|mut st| st.exists([]))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Turns the base into rows of `blobs`, for what needs every blob as a
+    /// row (SQL over the cache, deletion marks, forgetting packs). Nothing
+    /// happens when there is no base. Readers see the base or the rows,
+    /// never neither: it is one transaction.
+    pub fn materialize(&mut self) -> Result<()> {
+        if !self.has_base()? {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let sq = |e| Error::sqlite(&path, e);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sq)?;
+        let empty = !tx
+            .prepare("SELECT 1 FROM blobs LIMIT 1")
+            .and_then(|mut st| st.exists([]))
+            .map_err(sq)?;
+        if empty {
+            tx.execute_batch(DROP_BLOB_INDEXES).map_err(sq)?;
+        }
+        {
+            let mut blocks = tx
+                .prepare("SELECT rows FROM blob_base ORDER BY first")
+                .map_err(sq)?;
+            let mut ins = tx.prepare_cached(bulk::INSERT_ROW).map_err(sq)?;
+            let mut rows = blocks.query([]).map_err(sq)?;
+            while let Some(r) = rows.next().map_err(sq)? {
+                let block = r.get_ref(0).and_then(|v| Ok(v.as_blob()?)).map_err(sq)?;
+                for rec in block.chunks_exact(std::mem::size_of::<bulk::Rec>()) {
+                    if let Ok(rec) = rec.try_into() {
+                        bulk::insert(&mut ins, rec).map_err(sq)?;
+                    }
+                }
+            }
+        }
+        tx.execute("DELETE FROM blob_base", []).map_err(sq)?;
+        if empty {
+            tx.execute_batch(BLOB_INDEXES).map_err(sq)?;
+        }
+        tx.commit().map_err(sq)
     }
 
     /// Looks up many blobs inside one read transaction (one lock instead of
@@ -552,7 +686,11 @@ impl Index {
             .conn
             .prepare_cached("SELECT 1 FROM blobs WHERE id = ?1 AND marked = 0")
             .map_err(|e| self.err(e))?;
-        st.exists(params![id.0]).map_err(|e| self.err(e))
+        if st.exists(params![id.0]).map_err(|e| self.err(e))? {
+            return Ok(true);
+        }
+        // The base exists only while no pack is marked.
+        Ok(self.base_lookup(id)?.is_some())
     }
 
     /// Whether every one of `ids` is [`Index::contains`]ed, asked in one
@@ -576,7 +714,11 @@ impl Index {
     /// Number of indexed blobs (each copy counted).
     pub fn blob_count(&self) -> Result<u64> {
         self.conn
-            .query_row("SELECT count(*) FROM blobs", [], |r| r.get::<_, i64>(0))
+            .query_row(
+                "SELECT (SELECT count(*) FROM blobs) + (SELECT coalesce(sum(n), 0) FROM blob_base)",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
             .map(|n| n as u64)
             .map_err(|e| self.err(e))
     }
@@ -608,7 +750,8 @@ impl Index {
     }
 
     /// The blobs the index places in pack `pack`, by offset.
-    pub fn blobs_in_pack(&self, pack: &Id) -> Result<Vec<PackEntry>> {
+    pub fn blobs_in_pack(&mut self, pack: &Id) -> Result<Vec<PackEntry>> {
+        self.materialize()?;
         let mut st = self
             .conn
             .prepare_cached(
@@ -646,6 +789,35 @@ impl Index {
     }
 }
 
+/// The segments a cache (or a transaction on it) has absorbed.
+fn known_segments(c: &Connection) -> rusqlite::Result<HashSet<Id>> {
+    let mut st = c.prepare("SELECT id FROM segments")?;
+    let rows = st.query_map([], |r| r.get::<_, [u8; 32]>(0))?;
+    rows.map(|r| r.map(Id)).collect()
+}
+
+/// Records pack `pack` of `size` bytes as listed by segment `seg`; returns
+/// its number in the cache.
+pub(super) fn insert_pack(
+    tx: &rusqlite::Transaction<'_>,
+    pack: &Id,
+    size: u64,
+    seg: &Id,
+) -> rusqlite::Result<i64> {
+    let added = tx
+        .prepare_cached("INSERT OR IGNORE INTO packs(id, size) VALUES (?1, ?2)")?
+        .execute(params![pack.0, size as i64])?;
+    let num: i64 = if added == 1 {
+        tx.last_insert_rowid()
+    } else {
+        tx.prepare_cached("SELECT num FROM packs WHERE id = ?1")?
+            .query_row(params![pack.0], |r| r.get(0))?
+    };
+    tx.prepare_cached("INSERT OR IGNORE INTO pack_segments(pack, segment) VALUES (?1, ?2)")?
+        .execute(params![num, seg.0])?;
+    Ok(num)
+}
+
 /// Inserts packs and their blobs as listed by segment `seg`. Blobs go in
 /// sorted by ID, so the B-tree is filled in order rather than at random
 /// places (much faster once the index is larger than SQLite's page cache).
@@ -656,13 +828,7 @@ fn insert_packs(
 ) -> rusqlite::Result<()> {
     let mut rows: Vec<(&PackEntry, i64)> = Vec::new();
     for p in packs {
-        tx.prepare_cached("INSERT OR IGNORE INTO packs(id, size) VALUES (?1, ?2)")?
-            .execute(params![p.id.0, p.size as i64])?;
-        let num: i64 = tx
-            .prepare_cached("SELECT num FROM packs WHERE id = ?1")?
-            .query_row(params![p.id.0], |r| r.get(0))?;
-        tx.prepare_cached("INSERT OR IGNORE INTO pack_segments(pack, segment) VALUES (?1, ?2)")?
-            .execute(params![num, seg.0])?;
+        let num = insert_pack(tx, &p.id, p.size, seg)?;
         rows.extend(p.blobs.iter().map(|b| (b, num)));
     }
     rows.sort_by_key(|r| r.0.id);

@@ -4,6 +4,7 @@
 //! both that answers lookups. The two are kept apart: the format of what is
 //! stored never depends on how the cache is laid out.
 
+mod bulk;
 pub mod cache;
 pub mod marks;
 pub mod segment;

@@ -44,7 +44,12 @@ impl Usage {
         crate::crypto::fill_random(&mut rnd)?;
         let path = dir.join(format!("usage-{}.sqlite", hex::encode(rnd)));
         let conn = Connection::open(&path).map_err(|e| Error::sqlite(&path, e))?;
-        let index_path = repo.index()?.path().to_path_buf();
+        // SQL over the cache needs every blob as a row.
+        let index_path = {
+            let mut idx = repo.index()?;
+            idx.materialize()?;
+            idx.path().to_path_buf()
+        };
         let usage = Usage {
             conn,
             path,

@@ -428,7 +428,13 @@ impl Repository {
     /// Returns whether it did.
     fn fetch_tree_pack(&self, c: &tree_cache::TreeCache, loc: &BlobLocation) -> Result<bool> {
         let (size, entries) = {
-            let idx = self.index()?;
+            let mut idx = self.index()?;
+            // Listing a pack's blobs needs every blob as a row: a cache
+            // that absorbed the index in bulk (a new client's first open)
+            // reads trees one by one rather than pay for that here.
+            if idx.has_base()? {
+                return Ok(false);
+            }
             let Some(size) = idx.pack_size(&loc.pack)?.filter(|&s| s <= TREE_PACK_MAX) else {
                 return Ok(false);
             };

@@ -11,6 +11,7 @@ mod find_tag_rewrite;
 mod forget;
 mod forget_policy;
 mod hostile;
+mod index_bulk;
 mod json_docs;
 mod locks;
 mod mount;

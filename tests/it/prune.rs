@@ -467,7 +467,7 @@ fn leftovers_of_killed_runs_are_removed() {
 /// Every blob id in the repository's packs, by pack.
 fn blobs_by_pack(t: &TestRepo) -> BTreeMap<Id, Vec<Id>> {
     let repo = t.open().unwrap();
-    let index = repo.index().unwrap();
+    let mut index = repo.index().unwrap();
     let mut out = BTreeMap::new();
     for (p, _) in index.packs().unwrap() {
         let ids = index
