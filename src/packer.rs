@@ -34,10 +34,11 @@ pub struct PackerStats {
     pub packs_written: u64,
 }
 
-/// Compresses and seals one blob with the repository's settings (see
-/// [`pack::seal_blob`]). Safe to call from many threads at once.
+/// Compresses and seals one blob at the level this run writes with
+/// ([`Repository::compression_level`]; see [`pack::seal_blob`]). Safe to
+/// call from many threads at once.
 pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Result<PreparedBlob> {
-    pack::seal_blob(repo.keys(), repo.config().compression_level, ty, id, plain)
+    pack::seal_blob(repo.keys(), repo.compression_level(), ty, id, plain)
 }
 
 /// An index segment is written after this many packs (1 GiB at the

@@ -2,7 +2,9 @@
 //! ID function, checked against the blobs this run already sent and the
 //! index, and only new ones go on to the storing stage, in batches of about
 //! 1 MiB so the channel is touched once per batch rather than once per small
-//! file.
+//! file. The reading workers share one sink ([`SharedSink`]): each hashes
+//! its chunks on its own thread and holds the lock only to check and queue
+//! the ID.
 
 use super::store::StoreItem;
 use crate::error::{Error, Result};
@@ -11,6 +13,7 @@ use crate::pack::BlobType;
 use crate::repository::Repository;
 use crossbeam_channel::Sender;
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
 
 /// A batch of new blobs goes to the store once it holds this many bytes
 /// or items.
@@ -30,8 +33,6 @@ pub(super) struct BlobSink<'r> {
     batch_bytes: usize,
     /// New blobs sent to the store during this run.
     inflight: HashSet<Id>,
-    /// IDs of all-zero chunks by length.
-    zero_ids: HashMap<usize, Id>,
     /// Plaintext bytes of the new blobs.
     pub(super) added_plain: u64,
 }
@@ -45,30 +46,14 @@ impl<'r> BlobSink<'r> {
             batch: Vec::new(),
             batch_bytes: 0,
             inflight: HashSet::new(),
-            zero_ids: HashMap::new(),
             added_plain: 0,
         }
     }
 
-    /// The ID of `data`; all-zero chunks (holes, zeroed images) repeat, so
-    /// each length of them is hashed once.
-    fn id_of(&mut self, ty: BlobType, data: &[u8]) -> Id {
-        let zero = ty == BlobType::Data && data.len() >= 4096 && data.iter().all(|&b| b == 0);
-        if !zero {
-            return self.repo.keys().blob_id(data);
-        }
-        let keys = self.repo.keys();
-        *self
-            .zero_ids
-            .entry(data.len())
-            .or_insert_with(|| keys.blob_id(data))
-    }
-
-    /// Stores one blob unless it is known; returns its ID.
-    pub(super) fn store(&mut self, ty: BlobType, data: &[u8]) -> Result<Id> {
-        let id = self.id_of(ty, data);
+    /// Stores blob `id` (the ID of `data`) unless it is known.
+    fn add(&mut self, ty: BlobType, id: Id, data: &[u8]) -> Result<()> {
         if self.inflight.contains(&id) || self.repo.index()?.contains(&id)? {
-            return Ok(id);
+            return Ok(());
         }
         self.inflight.insert(id);
         self.added_plain += data.len() as u64;
@@ -86,7 +71,7 @@ impl<'r> BlobSink<'r> {
                 self.send_batch()?;
             }
         }
-        Ok(id)
+        Ok(())
     }
 
     /// Whether every one of `ids` is stored: sent by this run, or in the
@@ -137,5 +122,65 @@ impl<'r> BlobSink<'r> {
         let r = self.send_batch();
         self.store = None;
         r
+    }
+}
+
+/// The ID of `data`; all-zero chunks (holes, zeroed images) repeat, so
+/// each length of them is hashed once (remembered in `zero_ids`).
+fn id_of(repo: &Repository, zero_ids: &mut HashMap<usize, Id>, ty: BlobType, data: &[u8]) -> Id {
+    let zero = ty == BlobType::Data && data.len() >= 4096 && data.iter().all(|&b| b == 0);
+    if !zero {
+        return repo.keys().blob_id(data);
+    }
+    *zero_ids
+        .entry(data.len())
+        .or_insert_with(|| repo.keys().blob_id(data))
+}
+
+/// One sink shared by the walk and the reading workers.
+pub(super) struct SharedSink<'r> {
+    repo: &'r Repository,
+    sink: Mutex<BlobSink<'r>>,
+}
+
+/// A reading worker's own cache of all-zero chunk IDs.
+#[derive(Default)]
+pub(super) struct ZeroIds(HashMap<usize, Id>);
+
+impl<'r> SharedSink<'r> {
+    pub(super) fn new(sink: BlobSink<'r>) -> Self {
+        SharedSink {
+            repo: sink.repo,
+            sink: Mutex::new(sink),
+        }
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, BlobSink<'r>>> {
+        self.sink
+            .lock()
+            .map_err(|_| Error::internal("the blob sink lock is poisoned"))
+    }
+
+    /// Stores one blob unless it is known; returns its ID. The hash is
+    /// computed before the lock is taken.
+    pub(super) fn store(&self, zeros: &mut ZeroIds, ty: BlobType, data: &[u8]) -> Result<Id> {
+        let id = id_of(self.repo, &mut zeros.0, ty, data);
+        self.lock()?.add(ty, id, data)?;
+        Ok(id)
+    }
+
+    /// See [`BlobSink::all_known`].
+    pub(super) fn all_known(&self, ids: &[Id]) -> Result<bool> {
+        self.lock()?.all_known(ids)
+    }
+
+    /// See [`BlobSink::close`].
+    pub(super) fn close(&self) -> Result<()> {
+        self.lock()?.close()
+    }
+
+    /// Plaintext bytes of the new blobs so far.
+    pub(super) fn added_plain(&self) -> Result<u64> {
+        Ok(self.lock()?.added_plain)
     }
 }

@@ -1,86 +1,125 @@
-//! Reading one changed file: opened without following links and without
-//! touching its atime, read to the size the walk saw (holes of sparse files
-//! skipped), chunked and handed to the blob sink, then checked with one
-//! fstat for changes made while it was read. Also its extended attributes.
+//! Reading one changed file (on a reading worker, see [`super::readers`]):
+//! opened without following links and without touching its atime, read to
+//! the size the walk saw (holes of sparse files skipped), chunked, hashed
+//! and handed to the blob sink, then checked with one fstat for changes
+//! made while it was read. Also its extended attributes (on the walk).
 
+use super::blobs::{SharedSink, ZeroIds};
 use super::walk::Archiver;
+use crate::chunker::Chunker;
 use crate::error::{Error, Result};
-use crate::localfs::{self, sparse};
+use crate::id::Id;
+use crate::localfs::sparse;
 use crate::pack::BlobType;
-use crate::tree::{Node, Xattr};
+use crate::progress::Progress;
+use crate::tree::Xattr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-impl Archiver<'_, '_> {
-    /// Reads and stores the content of the regular file at `fs_path` (the
-    /// path the kernel accepts for logical path `path`), which the
-    /// walk found with metadata `before`. Only `before.len()` bytes are read
-    /// (no read to find the end); a file that grew, shrank, was touched or
-    /// replaced meanwhile is caught by one fstat after the read.
-    pub(super) fn read_file(
-        &mut self,
-        path: &Path,
-        fs_path: &Path,
-        node: &mut Node,
-        before: &std::fs::Metadata,
-    ) -> Result<std::result::Result<(), String>> {
-        let f = match localfs::open_noatime(fs_path) {
-            Ok(f) => f,
-            Err(e) => return Ok(Err(format!("{}: cannot open: {e}", path.display()))),
-        };
-        self.progress.file(path);
-        let mut content = Vec::new();
-        let sparse = before.blocks().saturating_mul(512) < before.len();
-        let mut plain_reader = std::io::Read::take(&f, before.len());
-        let mut sparse_reader = sparse::SparseReader::new(&f, before.len());
-        let reader: &mut dyn std::io::Read = if sparse {
-            &mut sparse_reader
-        } else {
-            &mut plain_reader
-        };
-        let mut buf = std::mem::take(&mut self.buf);
-        let chunker = self.chunker.clone();
-        let mut read_err: Option<String> = None;
-        let total = chunker.stream(
-            reader,
-            &mut buf,
-            |c| {
-                crate::interrupt::check()?;
-                content.push(self.blobs.store(BlobType::Data, c)?);
-                self.progress.bytes(c.len() as u64);
-                Ok(())
-            },
-            |e| {
-                read_err = Some(format!("{}: read failed: {e}", path.display()));
-                Error::io(path, e)
-            },
-        );
-        self.buf = buf;
-        let total = match total {
-            Ok(t) => t,
-            Err(e) => {
-                return match read_err {
-                    Some(msg) => Ok(Err(msg)),
-                    None => Err(e),
-                };
-            }
-        };
-        self.summary.bytes_read += total;
-        node.content = content;
-        node.size = total;
-        let changed = f
-            .metadata()
-            .map_or(true, |after| changed_while_read(before, &after, total));
-        if changed {
-            return Ok(Err(format!(
-                "{}: file changed while it was read (the snapshot holds the {total} bytes read)",
-                path.display()
-            )));
-        }
-        Ok(Ok(()))
-    }
+/// What reading one file gave: its chunks and the bytes read, or why it
+/// could not be read (completely).
+pub(super) struct ReadOutcome {
+    /// The chunk IDs of what was read (empty if nothing could be).
+    pub(super) content: Vec<Id>,
+    /// Bytes read; `None` if the file could not be opened or read.
+    pub(super) size: Option<u64>,
+    /// A file that could not be read completely, or changed meanwhile.
+    pub(super) warning: Option<String>,
+    /// With a warning: whether the path still exists.
+    pub(super) exists: bool,
+}
 
+/// What a reading worker keeps between files.
+pub(super) struct ReaderState {
+    pub(super) chunker: Chunker,
+    /// The read buffer, reused across files.
+    pub(super) buf: Vec<u8>,
+    pub(super) zeros: ZeroIds,
+}
+
+/// Reads and stores the content of the regular file at logical path
+/// `path`, which the walk found with metadata `before` and opened (with
+/// [`crate::localfs::open_noatime`]: the walk opens it, since the path the kernel
+/// accepts may hang on a directory descriptor the walk closes once past
+/// it). Only `before.len()` bytes are read (no read to find the end); a
+/// file that grew, shrank, was touched or replaced meanwhile is caught by
+/// one fstat after the read. Runs on a reading worker; an `Err` is fatal
+/// to the backup (the store stopped, an interrupt), a file problem is a
+/// warning in the outcome.
+pub(super) fn read_file(
+    st: &mut ReaderState,
+    sink: &SharedSink<'_>,
+    progress: &dyn Progress,
+    path: &Path,
+    opened: std::io::Result<std::fs::File>,
+    before: &std::fs::Metadata,
+) -> Result<ReadOutcome> {
+    let mut out = ReadOutcome {
+        content: Vec::new(),
+        size: None,
+        warning: None,
+        exists: true,
+    };
+    let f = match opened {
+        Ok(f) => f,
+        Err(e) => {
+            out.warning = Some(format!("{}: cannot open: {e}", path.display()));
+            out.exists = path.exists();
+            return Ok(out);
+        }
+    };
+    progress.file(path);
+    let sparse = before.blocks().saturating_mul(512) < before.len();
+    let mut plain_reader = std::io::Read::take(&f, before.len());
+    let mut sparse_reader = sparse::SparseReader::new(&f, before.len());
+    let reader: &mut dyn std::io::Read = if sparse {
+        &mut sparse_reader
+    } else {
+        &mut plain_reader
+    };
+    let mut read_err: Option<String> = None;
+    let (chunker, buf, zeros, content) =
+        (&st.chunker, &mut st.buf, &mut st.zeros, &mut out.content);
+    let total = chunker.stream(
+        reader,
+        buf,
+        |c| {
+            crate::interrupt::check()?;
+            content.push(sink.store(zeros, BlobType::Data, c)?);
+            progress.bytes(c.len() as u64);
+            Ok(())
+        },
+        |e| {
+            read_err = Some(format!("{}: read failed: {e}", path.display()));
+            Error::io(path, e)
+        },
+    );
+    let total = match (total, read_err) {
+        (Ok(t), _) => t,
+        (Err(_), Some(msg)) => {
+            out.warning = Some(msg);
+            out.content.clear();
+            out.exists = path.exists();
+            return Ok(out);
+        }
+        (Err(e), None) => return Err(e),
+    };
+    out.size = Some(total);
+    let changed = f
+        .metadata()
+        .map_or(true, |after| changed_while_read(before, &after, total));
+    if changed {
+        out.warning = Some(format!(
+            "{}: file changed while it was read (the snapshot holds the {total} bytes read)",
+            path.display()
+        ));
+        out.exists = path.exists();
+    }
+    Ok(out)
+}
+
+impl Archiver<'_, '_> {
     /// Every extended attribute of `path` (not following a symlink),
     /// including POSIX ACLs (`system.posix_acl_*`). Failures are reported.
     pub(super) fn read_xattrs(&mut self, path: &Path, fs_path: &Path) -> Vec<Xattr> {

@@ -8,12 +8,15 @@
 //!
 //! The parts, in the order data flows: [`walk`] (the tree walk and its
 //! nodes), [`exclude`] (what is left out), [`parent`] (the parent snapshot's
-//! trees), [`file`] (reading and chunking a changed file), [`blobs`]
-//! (hashing and deduplication), [`store`] (compress, seal, pack, upload),
-//! [`root`] (the directories above the backed-up paths); beside them runs
-//! [`scan`] (counting what there is, for progress totals). This file runs
-//! them and writes the snapshot.
+//! trees), [`readers`] (the workers that read new and changed files while
+//! the walk goes on) and [`file`] (reading and chunking one file),
+//! [`blobs`] (hashing and deduplication), [`assemble`] (the walk's nodes
+//! put together in walk order as files are read), [`store`] (compress,
+//! seal, pack, upload), [`root`] (the directories above the backed-up
+//! paths); beside them runs [`scan`] (counting what there is, for progress
+//! totals). This file runs them and writes the snapshot.
 
+mod assemble;
 mod blobs;
 mod exclude;
 
@@ -21,6 +24,7 @@ pub use exclude::{Excluder, with_exclude_files};
 pub use parent::same_file;
 mod file;
 mod parent;
+mod readers;
 mod root;
 mod runmark;
 mod scan;
@@ -35,7 +39,7 @@ use crate::packer::PackerStats;
 use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
-use blobs::BlobSink;
+use blobs::{BlobSink, SharedSink};
 use parent::ParentTrees;
 use runmark::RunMark;
 use std::path::PathBuf;
@@ -243,33 +247,19 @@ fn run_pipeline(
             let (tx, h) = store::spawn(scope, repo, lock);
             (Some(tx), Some(h))
         };
-        let mut a = Archiver {
+        let sink = SharedSink::new(BlobSink::new(repo, tx));
+        let (walked, summary, warnings, parent) = walk_with_readers(
             opts,
-            blobs: BlobSink::new(repo, tx),
-            parent: ParentTrees::new(repo, parent_root),
-            owners: Owners::default(),
-            summary: Summary::default(),
-            warnings: Vec::new(),
             progress,
-            chunker,
-            buf: Vec::new(),
+            paths,
+            ParentTrees::new(repo, parent_root),
             excluder,
-            last_tree: None,
-        };
-        let walked = root::walk_paths(&mut a, paths).and_then(|r| {
-            a.blobs.close()?;
-            Ok(r)
-        });
+            &chunker,
+            &sink,
+        );
         scan_stop.store(true, Ordering::Relaxed);
-        let Archiver {
-            blobs,
-            mut summary,
-            warnings,
-            parent,
-            ..
-        } = a;
-        summary.data_added_plain = blobs.added_plain;
-        drop(blobs);
+        let added_plain = sink.added_plain();
+        drop(sink);
         let stored = match handle {
             Some(h) => Some(
                 h.join()
@@ -277,13 +267,67 @@ fn run_pipeline(
             ),
             None => None,
         };
+        let mut summary = summary;
+        summary.data_added_plain = added_plain?;
         // An error of the store stage explains a failed send: report it first.
         Ok(Walked {
             root: walked?,
             summary,
             warnings,
-            notices: parent.unreadable,
+            notices: parent,
             stored,
         })
+    })
+}
+
+/// The walk on this thread with the reading workers beside it; closes the
+/// sink once everything is read. Returns the root tree's ID (or the first
+/// error), the counters, the warnings and the parent trees that could not
+/// be read.
+fn walk_with_readers<'r>(
+    opts: &'r BackupOptions,
+    progress: &dyn Progress,
+    paths: &[PathBuf],
+    parent: ParentTrees<'r>,
+    excluder: Excluder,
+    chunker: &crate::chunker::Chunker,
+    sink: &SharedSink<'r>,
+) -> (Result<Id>, Summary, Vec<String>, Vec<String>) {
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let jobs = readers::spawn(s, sink, chunker, progress, &failed);
+        let mut a = Archiver {
+            opts,
+            blobs: sink,
+            parent,
+            owners: Owners::default(),
+            summary: Summary::default(),
+            warnings: Vec::new(),
+            progress,
+            excluder,
+            last_tree: None,
+            jobs,
+            assembly: Default::default(),
+            zeros: Default::default(),
+        };
+        let walked = root::walk_paths(&mut a, paths);
+        let Archiver {
+            summary,
+            warnings,
+            parent,
+            jobs,
+            assembly,
+            ..
+        } = a;
+        // The workers stop once the queue closes (each after its file);
+        // after a failure they skip what is still queued.
+        failed.store(walked.is_err(), Ordering::Relaxed);
+        drop(jobs);
+        drop(assembly);
+        let walked = walked.and_then(|r| {
+            sink.close()?;
+            Ok(r)
+        });
+        (walked, summary, warnings, parent.unreadable)
     })
 }

@@ -1,21 +1,24 @@
 //! The walk of a backup: depth first in byte order of names, building each
 //! entry's node from its metadata, reusing the parent snapshot's node for an
 //! unchanged file (same size, mtime, ctime and inode) and its tree blob for
-//! an unchanged directory, reading changed files ([`super::file`]) and
-//! storing trees bottom-up.
+//! an unchanged directory, handing changed files to the reading workers
+//! ([`super::readers`]) and going on; [`super::assemble`] puts the nodes
+//! together in walk order as the files are read and stores trees bottom-up.
 
 use super::BackupOptions;
-use super::blobs::BlobSink;
+use super::assemble::{Assembly, DirPrep, Event, PendingFile};
+use super::blobs::{SharedSink, ZeroIds};
 use super::exclude::Excluder;
 use super::parent::ParentTrees;
-use crate::chunker::Chunker;
-use crate::error::Result;
+use super::readers::ReadJob;
+use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::localfs::{self, Anchor, meta::Owners, meta::node_from_metadata};
 use crate::pack::BlobType;
 use crate::progress::Progress;
 use crate::snapshot::Summary;
 use crate::tree::{Node, NodeKind, Tree};
+use crossbeam_channel::Sender;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -24,19 +27,22 @@ use std::path::Path;
 /// go to, and what it has counted and found so far.
 pub(super) struct Archiver<'r, 'p> {
     pub(super) opts: &'r BackupOptions,
-    pub(super) blobs: BlobSink<'r>,
+    pub(super) blobs: &'p SharedSink<'r>,
     pub(super) parent: ParentTrees<'r>,
     pub(super) owners: Owners,
     pub(super) summary: Summary,
     /// One line per path that could not be read (completely).
     pub(super) warnings: Vec<String>,
     pub(super) progress: &'p dyn Progress,
-    pub(super) chunker: Chunker,
-    /// The read buffer, reused across files.
-    pub(super) buf: Vec<u8>,
     pub(super) excluder: Excluder,
     /// The tree of the directory finished last (the root of a walk).
     pub(super) last_tree: Option<Tree>,
+    /// Where files to read go (the reading workers).
+    pub(super) jobs: Sender<ReadJob>,
+    /// The walk's entries waiting to be put together in order.
+    pub(super) assembly: Assembly,
+    /// For storing trees (never all zeros, so this stays empty).
+    pub(super) zeros: ZeroIds,
 }
 
 impl Archiver<'_, '_> {
@@ -76,13 +82,9 @@ impl Archiver<'_, '_> {
         Ok((node, old, same))
     }
 
-    /// Builds the node for one non-directory entry.
-    fn entry_node(
-        &mut self,
-        path: &Path,
-        fs_path: &Path,
-        md: &std::fs::Metadata,
-    ) -> Result<Option<Node>> {
+    /// Builds the node for one non-directory entry, or hands the file to
+    /// the reading workers; either way it goes into the assembly.
+    fn entry_node(&mut self, path: &Path, fs_path: &Path, md: &std::fs::Metadata) -> Result<()> {
         let (mut node, old, same) = self.base_node(path, fs_path, md)?;
         match node.kind {
             // A symlink's target cannot change without a new inode.
@@ -97,7 +99,7 @@ impl Archiver<'_, '_> {
                 Err(e) => {
                     self.warnings
                         .push(format!("{}: cannot read link: {e}", path.display()));
-                    return Ok(None);
+                    return Ok(());
                 }
             },
             NodeKind::File => {
@@ -115,79 +117,52 @@ impl Archiver<'_, '_> {
                     self.summary.total_bytes += node.size;
                     self.progress.bytes(node.size);
                     self.progress.file_done();
-                    return Ok(Some(node));
+                    return self.push(Event::Ready(node));
                 }
-                match self.read_file(path, fs_path, &mut node, md)? {
-                    Ok(()) => {}
-                    Err(msg) => {
-                        self.warnings.push(msg);
-                        // A file that changed while read keeps what was read;
-                        // one that could not be opened or read is left out.
-                        if node.content.is_empty() && node.size > 0 || !path.exists() {
-                            self.summary.total_files -= 1;
-                            return Ok(None);
-                        }
-                        if node.content.is_empty() && node.size == 0 && md.len() > 0 {
-                            self.summary.total_files -= 1;
-                            return Ok(None);
-                        }
-                    }
+                let (reply, rx) = crossbeam_channel::bounded(1);
+                let job = ReadJob {
+                    path: path.to_path_buf(),
+                    file: localfs::open_noatime(fs_path),
+                    md: md.clone(),
+                    reply,
+                };
+                if self.jobs.send(job).is_err() {
+                    return Err(Error::internal("the reading workers stopped"));
                 }
-                self.summary.total_bytes += node.size;
-                self.progress.file_done();
-                if old.is_some() {
-                    self.summary.files_changed += 1;
-                } else {
-                    self.summary.files_new += 1;
-                }
+                return self.push(Event::File(PendingFile {
+                    node,
+                    had_parent: old.is_some(),
+                    len_seen: md.len(),
+                    rx,
+                }));
             }
             _ => {}
         }
-        Ok(Some(node))
+        self.push(Event::Ready(node))
     }
 
-    /// Encodes and stores a directory's tree, reusing the parent's blob ID
-    /// when the entries are identical and the blob is still in the index.
-    fn dir_node(
-        &mut self,
-        path: &Path,
-        fs_path: &Path,
-        md: &std::fs::Metadata,
-        children: Vec<Node>,
-    ) -> Result<Node> {
-        let (mut node, old, _) = self.base_node(path, fs_path, md)?;
-        let mut tree = Tree { nodes: children };
-        tree.canonicalize();
+    /// What a directory's node needs besides its entries, taken when the
+    /// walk leaves it: its metadata, and the parent snapshot's node and tree.
+    fn dir_prep(&mut self, path: &Path, fs_path: &Path, md: &std::fs::Metadata) -> Result<DirPrep> {
+        let (node, old, _) = self.base_node(path, fs_path, md)?;
         let old_tree = match &old {
             Some(o) if o.kind == NodeKind::Dir => self.parent.tree_of(path)?,
             _ => None,
         };
-        if let (Some(o), Some(ot)) = (&old, &old_tree)
-            && **ot == tree
-            && let Some(sub) = o.subtree
-            && self.blobs.all_known(&[sub])?
-        {
-            node.subtree = Some(sub);
-            self.summary.dirs_unmodified += 1;
-            self.last_tree = Some(tree);
-            return Ok(node);
-        }
-        node.subtree = Some(self.store_tree(&tree)?);
-        self.last_tree = Some(tree);
-        if old.is_some() {
-            self.summary.dirs_changed += 1;
-        } else {
-            self.summary.dirs_new += 1;
-        }
-        Ok(node)
+        Ok(DirPrep {
+            node,
+            old,
+            old_tree,
+        })
     }
 
     pub(super) fn store_tree(&mut self, tree: &Tree) -> Result<Id> {
         let bytes = tree.encode()?;
-        self.blobs.store(BlobType::Tree, &bytes)
+        self.blobs.store(&mut self.zeros, BlobType::Tree, &bytes)
     }
 
-    /// Backs up one absolute path; returns its node (None if excluded or unreadable).
+    /// Backs up one absolute path; returns its node (None if excluded or
+    /// unreadable) once everything below it is read and stored.
     pub(super) fn backup_path(&mut self, root: &Path) -> Result<Option<Node>> {
         let md = match root.symlink_metadata() {
             Ok(m) => m,
@@ -196,23 +171,25 @@ impl Archiver<'_, '_> {
                 return Ok(None);
             }
         };
-        if !md.is_dir() {
-            return self.entry_node(root, root, &md);
+        if md.is_dir() {
+            self.walk_dir(root, root, &md, md.dev())?;
+        } else {
+            self.entry_node(root, root, &md)?;
         }
-        self.walk_dir(root, root, &md, md.dev()).map(Some)
+        self.drain()
     }
 
     /// Backs up directory `path` and everything below it (depth first, in
-    /// byte order of names) and returns its node. Excluded entries are
-    /// pruned before anything below them is read.
+    /// byte order of names) into the assembly. Excluded entries are pruned
+    /// before anything below them is read.
     fn walk_dir(
         &mut self,
         path: &Path,
         fs_path: &Path,
         md: &std::fs::Metadata,
         root_dev: u64,
-    ) -> Result<Node> {
-        let mut children = Vec::new();
+    ) -> Result<()> {
+        self.push(Event::Open)?;
         // Below a path longer than the kernel takes (PATH_MAX), entries are
         // reached through this directory's descriptor: `/proc/self/fd/N/name`.
         let mut anchor: Anchor = None;
@@ -240,16 +217,13 @@ impl Archiver<'_, '_> {
                     if self.excluder.excluded(&child, &child_fs_path, cmd.is_dir()) {
                         continue;
                     }
-                    let node = if cmd.is_dir() {
+                    if cmd.is_dir() {
                         if self.opts.one_file_system && cmd.dev() != root_dev {
                             continue;
                         }
-                        Some(self.walk_dir(&child, &child_fs_path, &cmd, root_dev)?)
+                        self.walk_dir(&child, &child_fs_path, &cmd, root_dev)?;
                     } else {
-                        self.entry_node(&child, &child_fs_path, &cmd)?
-                    };
-                    if let Some(n) = node {
-                        children.push(n);
+                        self.entry_node(&child, &child_fs_path, &cmd)?;
                     }
                 }
             }
@@ -257,6 +231,7 @@ impl Archiver<'_, '_> {
                 .warnings
                 .push(format!("{}: cannot read directory: {e}", path.display())),
         }
-        self.dir_node(path, fs_path, md, children)
+        let prep = self.dir_prep(path, fs_path, md)?;
+        self.push(Event::Close(Box::new(prep)))
     }
 }

@@ -4,7 +4,7 @@ use super::Global;
 use super::global::new_key;
 use super::output::print_json;
 use crate::error::Result;
-use crate::repository::{InitOptions, Repository};
+use crate::repository::{InitOptions, LEVEL_DEFAULT, Repository};
 use serde::Serialize;
 
 /// Create a new repository.
@@ -38,17 +38,22 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let backend = g.backend()?;
     let key = new_key(g, a.recipient.as_deref(), None, true)?;
     let shown = backend.location();
+    // `--compression` (auto: the default level) is the repository's level.
+    let level = InitOptions {
+        compression_level: g.compression.level(LEVEL_DEFAULT),
+        ..InitOptions::default()
+    };
     let repo = match (&a.from_repo, a.copy_chunker_params) {
         (Some(from), true) => {
             let src = g.open_other(from, a.from_password_file.as_deref())?;
             let opts = InitOptions {
                 chunker: src.config().chunker,
-                ..InitOptions::default()
+                ..level
             };
             let master = crate::crypto::MasterKey::from_bytes(*src.master().as_bytes());
             Repository::init_with_master(backend, &key, &opts, &g.cache_dir(), master)?
         }
-        _ => Repository::init(backend, &key, &InitOptions::default(), &g.cache_dir())?,
+        _ => Repository::init(backend, &key, &level, &g.cache_dir())?,
     };
     g.known_repositories()
         .record(&g.location()?, &repo.identity())?;

@@ -8,7 +8,7 @@ use crate::keys::{
     Credential, DEFAULT_WORK_FACTOR, INSECURE_TEST_KDF_VAR, NewKey, check_new_work_factor,
 };
 use crate::repository::trust::KnownRepositories;
-use crate::repository::{self, Repository};
+use crate::repository::{self, Compression, Repository};
 use age::secrecy::SecretString;
 use clap::Args;
 use std::io::IsTerminal;
@@ -58,6 +58,19 @@ pub struct Global {
     /// are recorded instead of refused.
     #[arg(long, env = "LARDER_ACCEPT_REPOSITORY_CHANGE", global = true)]
     pub accept_repository_change: bool,
+    /// How to compress the data blobs this run writes (backup, copy), as
+    /// restic's flag: auto (the repository's level, set at init; 3 unless
+    /// chosen), off (stored raw), fast (zstd 1), max (zstd 19), or a zstd
+    /// level 1..=22. For `init`, the repository's level. Not a format
+    /// change: blobs of any level read back the same.
+    #[arg(
+        long,
+        value_name = "auto|off|fast|max|LEVEL",
+        env = "LARDER_COMPRESSION",
+        global = true,
+        default_value = "auto"
+    )]
+    pub compression: Compression,
     /// Do not lock the repository in commands that only read (restore,
     /// check, stats): for read-only or full storage. Unsafe beside a prune.
     #[arg(long, global = true)]
@@ -213,6 +226,7 @@ impl Global {
         }
         let repo = repo?;
         repo.set_lock_readers(!self.no_lock);
+        repo.set_compression(self.compression);
         self.known_repositories().verify(
             &self.location()?,
             &repo.identity(),

@@ -1,6 +1,7 @@
 //! The repository configuration (`config`): the repository id, chunker
 //! parameters, compression level and pack size, fixed at `init` and sealed
-//! like every other object.
+//! like every other object; and [`Compression`], the words of
+//! `--compression` that pick a level for one run (or for `init`).
 
 use crate::backend::{Backend, Kind};
 use crate::chunker::ChunkerParams;
@@ -36,9 +37,68 @@ impl Default for InitOptions {
     fn default() -> Self {
         InitOptions {
             chunker: ChunkerParams::default(),
-            compression_level: 3,
+            compression_level: LEVEL_DEFAULT,
             pack_size: 16 << 20,
         }
+    }
+}
+
+/// The zstd level of `--compression max`.
+pub const LEVEL_MAX: i32 = 19;
+/// The zstd level of `--compression fast`.
+pub const LEVEL_FAST: i32 = 1;
+/// The level `init` records unless told otherwise.
+pub const LEVEL_DEFAULT: i32 = 3;
+
+/// A compression choice as restic's `--compression` words it: `auto`
+/// (the repository's configured level), `off` (data blobs stored raw),
+/// `max` (zstd 19), `fast` (zstd 1), or a zstd level 1..=22. Only the level
+/// of the zstd frames a writer produces depends on it: any level reads back
+/// the same, so it is not part of the format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Compression {
+    #[default]
+    Auto,
+    Off,
+    Fast,
+    Max,
+    Level(i32),
+}
+
+impl Compression {
+    /// The zstd level for data blobs (`0`: stored raw), where the
+    /// repository's configured level is `configured`.
+    pub fn level(self, configured: i32) -> i32 {
+        match self {
+            Compression::Auto => configured,
+            Compression::Off => 0,
+            Compression::Fast => LEVEL_FAST,
+            Compression::Max => LEVEL_MAX,
+            Compression::Level(l) => l,
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let c = match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Compression::Auto,
+            "off" => Compression::Off,
+            "fast" => Compression::Fast,
+            "max" => Compression::Max,
+            other => match other.parse::<i32>() {
+                Ok(l) if (1..=22).contains(&l) => Compression::Level(l),
+                _ => {
+                    return Err(format!(
+                        "{s:?} is not a compression: expected auto, off, fast, max \
+                         or a zstd level 1..=22"
+                    ));
+                }
+            },
+        };
+        Ok(c)
     }
 }
 
@@ -60,4 +120,29 @@ pub fn open_config(bytes: &[u8], keys: &Keys) -> Result<Config> {
         return Err(Error::corrupt("config", "pack size outside 1 MiB..1 GiB"));
     }
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compression_words_and_levels() {
+        let cases = [
+            ("auto", Compression::Auto, 7),
+            ("off", Compression::Off, 0),
+            ("fast", Compression::Fast, 1),
+            ("MAX", Compression::Max, 19),
+            ("12", Compression::Level(12), 12),
+            ("22", Compression::Level(22), 22),
+        ];
+        for (word, c, level) in cases {
+            assert_eq!(word.parse::<Compression>(), Ok(c), "{word}");
+            assert_eq!(c.level(7), level, "{word}");
+        }
+        for bad in ["", "0", "23", "-1", "zstd", "max2"] {
+            let e = bad.parse::<Compression>().unwrap_err();
+            assert!(e.contains("expected auto, off, fast, max"), "{bad:?}: {e}");
+        }
+    }
 }

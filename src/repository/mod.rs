@@ -9,7 +9,10 @@ mod repair;
 mod tree_cache;
 pub mod trust;
 
-pub use config::{Config, InitOptions, open_config, read_config};
+pub use config::{
+    Compression, Config, InitOptions, LEVEL_DEFAULT, LEVEL_FAST, LEVEL_MAX, open_config,
+    read_config,
+};
 pub use repair::RepairReport;
 
 use crate::backend::{Backend, Kind};
@@ -24,7 +27,7 @@ use crate::object::{self, ObjectType};
 use crate::pack::{self, BlobType};
 use crate::tree::Tree;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The largest pack of trees fetched whole into the tree cache.
@@ -48,6 +51,10 @@ pub struct Repository {
     /// Whether commands that only read take a shared lock (see
     /// [`Repository::lock_for_reading`]).
     lock_readers: AtomicBool,
+    /// The zstd level data blobs are written with through this handle
+    /// (`0`: raw): the config's, unless [`Repository::set_compression`]
+    /// chose another for this run.
+    compression_level: AtomicI32,
     /// Sealed tree blobs kept locally, for remote repositories.
     tree_cache: Option<tree_cache::TreeCache>,
 }
@@ -175,7 +182,6 @@ impl Repository {
             backend,
             keys,
             master,
-            config,
             key_id,
             index: Mutex::new(index),
             index_synced: AtomicBool::new(false),
@@ -183,6 +189,8 @@ impl Repository {
             tree_cache,
             cache_dir: dir,
             lock_readers: AtomicBool::new(true),
+            compression_level: AtomicI32::new(config.compression_level),
+            config,
         })
     }
 
@@ -209,6 +217,18 @@ impl Repository {
     /// The repository config.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Writes data blobs from now on at the level `c` picks (`auto`: the
+    /// config's): `--compression` for one run. Readers need not know it.
+    pub fn set_compression(&self, c: Compression) {
+        let level = c.level(self.config.compression_level);
+        self.compression_level.store(level, Ordering::Relaxed);
+    }
+
+    /// The zstd level data blobs are written with (`0`: stored raw).
+    pub fn compression_level(&self) -> i32 {
+        self.compression_level.load(Ordering::Relaxed)
     }
 
     /// The id of the key file that opened this repository.

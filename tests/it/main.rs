@@ -3,6 +3,7 @@
 mod bench_table;
 mod check_rotation;
 mod common;
+mod compression;
 mod daily;
 mod dump_copy;
 mod faults;
@@ -11,6 +12,7 @@ mod find_tag_rewrite;
 mod forget;
 mod forget_policy;
 mod hostile;
+mod incremental;
 mod index_bulk;
 mod json_docs;
 mod locks;

@@ -1,0 +1,71 @@
+//! The reading workers of a backup: the walk hands each file it must read
+//! (new, or changed since the parent snapshot) to a pool of threads that
+//! read, chunk and hash it and hand its new chunks to the shared blob sink,
+//! while the walk goes on. Each file's outcome comes back on its own
+//! one-slot channel, which the walk's in-order assembly waits on (see
+//! [`super::walk`]), so the trees come out as a single-threaded walk makes
+//! them. The job queue is bounded, and each worker holds one file's read
+//! buffer: memory stays flat however many files change.
+
+use super::blobs::{SharedSink, ZeroIds};
+use super::file::{ReadOutcome, ReaderState, read_file};
+use crate::chunker::Chunker;
+use crate::error::Result;
+use crate::progress::Progress;
+use crossbeam_channel::{Receiver, Sender, bounded};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::Scope;
+
+/// Files queued for the workers beyond those being read.
+const JOB_QUEUE: usize = 64;
+
+/// One file to read, opened by the walk.
+pub(super) struct ReadJob {
+    pub(super) path: PathBuf,
+    pub(super) file: std::io::Result<std::fs::File>,
+    pub(super) md: std::fs::Metadata,
+    pub(super) reply: Sender<Result<ReadOutcome>>,
+}
+
+/// The number of reading workers: `LARDER_READ_THREADS`, else one per core.
+pub(super) fn worker_count() -> usize {
+    std::env::var("LARDER_READ_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(2)
+        .clamp(1, 64)
+}
+
+/// Starts the workers inside `scope`; returns the job queue. Drop the
+/// sender to stop them (each finishes its file first); set `failed` first
+/// to have them skip the files still queued.
+pub(super) fn spawn<'scope, 'env, 'r: 'env>(
+    scope: &'scope Scope<'scope, 'env>,
+    sink: &'env SharedSink<'r>,
+    chunker: &Chunker,
+    progress: &'env dyn Progress,
+    failed: &'env AtomicBool,
+) -> Sender<ReadJob> {
+    let (tx, rx) = bounded::<ReadJob>(JOB_QUEUE);
+    for _ in 0..worker_count() {
+        let rx: Receiver<ReadJob> = rx.clone();
+        let mut st = ReaderState {
+            chunker: chunker.clone(),
+            buf: Vec::new(),
+            zeros: ZeroIds::default(),
+        };
+        scope.spawn(move || {
+            for job in rx {
+                if failed.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let r = read_file(&mut st, sink, progress, &job.path, job.file, &job.md);
+                // The walk stopped waiting (it failed): nothing to do.
+                let _ = job.reply.send(r);
+            }
+        });
+    }
+    tx
+}

@@ -1,0 +1,130 @@
+//! Incremental backups read new and changed files on worker threads while
+//! the walk goes on: the snapshot they make must be the one a walk that
+//! reads every file itself, in order, makes. Shown on a tree where many
+//! files changed, were added and deleted across many directories: the
+//! incremental run's tree ID equals that of a `--force` run with one
+//! reading thread (which re-reads every file), and it restores byte for
+//! byte.
+
+use crate::common::{self, TestRepo};
+use crate::support::*;
+use larder::Id;
+use std::fs;
+use std::path::Path;
+
+/// A tree of `dirs` directories (two levels, files before and after the
+/// subdirectories in name order) with files of many sizes: empty, small,
+/// several chunks, all zeros.
+fn make_tree(root: &Path, dirs: usize) {
+    for d in 0..dirs {
+        let dir = root
+            .join(format!("d{:02}", d % 10))
+            .join(format!("e{d:03}"));
+        for f in 0..20u64 {
+            let seed = (d as u64) * 100 + f;
+            let size = match f % 5 {
+                0 => 0,
+                1 => 100 + f as usize,
+                2 => 20_000,
+                3 => 150_000 + d * 7,
+                _ => 5_000,
+            };
+            let data = if f == 7 {
+                vec![0u8; 70_000]
+            } else {
+                rand_bytes(seed, size)
+            };
+            write(&dir.join(format!("f{f:02}")), &data);
+        }
+        write(&dir.join("sub/inner"), &rand_bytes(d as u64 + 9_000, 3_000));
+        write(&dir.join("zz_after_sub"), b"after");
+        std::os::unix::fs::symlink("f01", dir.join("link")).unwrap();
+    }
+}
+
+/// Appends to, adds and deletes many files below `root`.
+fn change_tree(root: &Path, dirs: usize) -> usize {
+    let mut changed = 0;
+    for d in 0..dirs {
+        let dir = root
+            .join(format!("d{:02}", d % 10))
+            .join(format!("e{d:03}"));
+        if d.is_multiple_of(2) {
+            fs::remove_file(dir.join("f04")).unwrap();
+        }
+        for f in (d % 3..20).step_by(3) {
+            let p = dir.join(format!("f{f:02}"));
+            let Ok(mut data) = fs::read(&p) else {
+                continue;
+            };
+            data.extend_from_slice(format!("appended line {d} {f}\n").as_bytes());
+            fs::write(&p, &data).unwrap();
+            changed += 1;
+        }
+        write(
+            &dir.join(format!("new{d}")),
+            &rand_bytes(d as u64 + 50_000, 40_000),
+        );
+    }
+    changed
+}
+
+/// `larder --json backup ARGS DIR` with `LARDER_READ_THREADS=threads`
+/// (unset when 0); returns the snapshot's ID and the summary.
+fn backup(t: &TestRepo, dir: &Path, args: &[&str], threads: usize) -> (Id, serde_json::Value) {
+    let mut c = common::larder(&t.repo_path(), &t.cache_path());
+    c.args(["--json", "backup"]).args(args).arg(dir);
+    if threads > 0 {
+        c.env("LARDER_READ_THREADS", threads.to_string());
+    }
+    let (code, out, err) = run(c);
+    assert_eq!(code, 0, "backup {args:?}: {err}");
+    let s = json_lines(&out).pop().unwrap();
+    let id = Id::from_hex(s["snapshot_id"].as_str().unwrap()).unwrap();
+    (id, s)
+}
+
+#[test]
+fn incremental_with_many_changes_equals_a_serial_full_read() {
+    let t = TestRepo::new();
+    drop(t.init());
+    let src = t.dir.path().join("src");
+    let dirs = 40;
+    make_tree(&src, dirs);
+    let (first, _) = backup(&t, &src, &[], 0);
+    let changed = change_tree(&src, dirs);
+    let (incr, s) = backup(&t, &src, &[], 4);
+    assert_eq!(s["files_changed"].as_u64().unwrap(), changed as u64, "{s}");
+    assert_eq!(s["files_new"].as_u64().unwrap(), dirs as u64, "{s}");
+    let (full, s2) = backup(&t, &src, &["--force"], 1);
+    assert_eq!(s2["bytes_read"], s2["total_bytes_processed"], "{s2}");
+    let repo = t.open().unwrap();
+    let (a, b) = (load_snap(&repo, &incr), load_snap(&repo, &full));
+    assert_ne!(load_snap(&repo, &first).tree, a.tree);
+    if a.tree != b.tree {
+        let (out, _) = cli(
+            &t.repo_path(),
+            &t.cache_path(),
+            &["diff", "--metadata", &incr.to_hex(), &full.to_hex()],
+            0,
+        );
+        panic!("the parallel incremental backup and a serial full read differ:\n{out}");
+    }
+    let target = t.dir.path().join("restored");
+    let rep = lib_restore(&repo, &incr, &src, &target);
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    assert_eq!(assert_same_tree(&src, &target), list_rel(&src).len());
+}
+
+#[test]
+fn a_cold_backup_with_many_readers_equals_one_with_one() {
+    let t = TestRepo::new();
+    drop(t.init());
+    let src = t.dir.path().join("src");
+    make_tree(&src, 12);
+    let (one, _) = backup(&t, &src, &["--force"], 1);
+    let (many, s) = backup(&t, &src, &["--force"], 8);
+    assert_eq!(s["bytes_read"], s["total_bytes_processed"], "{s}");
+    let repo = t.open().unwrap();
+    assert_eq!(load_snap(&repo, &one).tree, load_snap(&repo, &many).tree);
+}
