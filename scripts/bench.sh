@@ -383,7 +383,7 @@ cmd_forget_prune() {
     case $1 in
         larder) CMD=("$LARDER" -q forget --keep-last 3 --prune --keep-delete 0s) ;;
         restic) CMD=(restic -q forget --keep-last 3 --prune) ;;
-        rustic) CMD=("${RX[@]}" forget --keep-last 3 --prune) ;;
+        rustic) CMD=("${RX[@]}" forget --keep-last 3 --prune --instant-delete) ;;
         borg) CMD=(sh -c 'borg prune --keep-last 3 && borg compact') ;;
     esac
 }
