@@ -259,7 +259,7 @@ snap_ids() {
         restic) restic snapshots --json | python3 -c 'import json,sys; [print(s["id"]) for s in sorted(json.load(sys.stdin), key=lambda s: s["time"])]' ;;
         # rustic groups its snapshots: every object with an id, a time and
         # a tree, wherever it is nested, is one.
-        rustic) "${RX[@]}" snapshots --json | python3 -c '
+        rustic) "${RX[@]}" snapshots --json 2>/dev/null | python3 -c '
 import json, sys
 def walk(x):
     if isinstance(x, dict):
