@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# larder vs restic vs borg, side by side on the same data (issue 5).
+# larder vs restic vs rustic vs borg, side by side on the same data (issues 5
+# and 15).
 #
 # One command on a fresh Debian machine (as root, or with sudo for apt):
 #     scripts/bench.sh
-# installs restic, borgbackup, GNU time and python3 from Debian's packages,
-# builds larder (release) and the examples it needs, builds the corpus from
+# installs restic, borgbackup, GNU time, zstd and python3 from Debian's
+# packages, rustic with `cargo install rustic-rs --locked --no-default-features`
+# (once, cached in ~/.cache/larder-bench/rustic), builds larder (release) and
+# the examples it needs, builds the corpus from
 # what is on the machine (the Rust toolchain's sysroot with its docs, plus
 # /usr/share/doc) and a seeded random file, runs every tool on every row in
 # rotating order after a warm-up, measures each pipeline stage alone and the
@@ -22,17 +25,24 @@
 #   BENCH_SHM=/dev/shm/larder-bench   tmpfs restore target
 #   BENCH_OUT=bench/results/<UTC date>  (BENCH_SMALL: target/bench-small/<date>)
 #   BENCH_SEED=5          seed of the edits and of the random file
-#   BENCH_TOOLS="larder restic borg"
+#   BENCH_TOOLS="larder restic rustic borg"
+#   BENCH_RUSTIC_ROOT=~/.cache/larder-bench/rustic   rustic's install root
+#                         (bin/rustic; installed there when missing)
 #   BENCH_SOURCES="<sysroot> /usr/share/doc"   trees copied into the corpus
 #   BENCH_SYNTH_SEGMENTS=100 BENCH_SYNTH_BLOBS=100000   synthetic index size
 #   BENCH_SKIP_INSTALL=1  do not run apt-get
 #   BENCH_KEEP=1          keep BENCH_DIR afterwards
-#   BENCH_PARTS="main prune flat s3"   which sections run (main: the daily
-#                         rows and stages; prune: 30 snapshots then forget
-#                         --keep-last 3 + prune; flat: the synthetic index;
-#                         s3: larder and restic against moto's S3 server,
+#   BENCH_PARTS="main prune flat snaps comp s3"   which sections run (main:
+#                         the daily rows, check --read-data, one-file restore,
+#                         the reference pipelines and stages; prune: 30
+#                         snapshots then forget --keep-last 3 + prune; flat:
+#                         the synthetic index; snaps: 10 vs 1,000 snapshots;
+#                         comp: compression levels on a subset; s3: larder
+#                         and restic against moto's S3 server,
 #                         LARDER_MOTO_SERVER or a venv it makes, see .ci/run)
 #   BENCH_PRUNE_SNAPS=30  snapshots made before the prune row
+#   BENCH_MANY_SNAPS=1000 snapshots of the big repository in part snaps
+#   BENCH_COMP_MIB=256    size of the compression rows' subset (BENCH_SMALL: 16)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -40,7 +50,7 @@ ROOT=$PWD
 RUNS=${BENCH_RUNS:-3}
 SMALL=${BENCH_SMALL:-0}
 SEED=${BENCH_SEED:-5}
-read -r -a TOOLS <<< "${BENCH_TOOLS:-larder restic borg}"
+read -r -a TOOLS <<< "${BENCH_TOOLS:-larder restic rustic borg}"
 W=${BENCH_DIR:-/var/tmp/larder-bench}
 SHM=${BENCH_SHM:-/dev/shm/larder-bench}
 DATE=$(date -u +%Y-%m-%d)
@@ -50,36 +60,50 @@ if [ "$SMALL" = 1 ]; then
     RAND_BYTES=$((64 << 20))
     SYN_SEG=${BENCH_SYNTH_SEGMENTS:-4}
     SYN_BLOBS=${BENCH_SYNTH_BLOBS:-25000}
+    COMP_MIB=${BENCH_COMP_MIB:-16}
 else
     OUT=${BENCH_OUT:-bench/results/$DATE}
     BUDGET=0
     RAND_BYTES=$((1 << 30))
     SYN_SEG=${BENCH_SYNTH_SEGMENTS:-100}
     SYN_BLOBS=${BENCH_SYNTH_BLOBS:-100000}
+    COMP_MIB=${BENCH_COMP_MIB:-256}
 fi
 PASS="larder-bench passphrase $SEED"
-PARTS=" ${BENCH_PARTS:-main prune flat s3} "
+PARTS=" ${BENCH_PARTS:-main prune flat snaps comp s3} "
 PRUNE_SNAPS=${BENCH_PRUNE_SNAPS:-30}
+MANY_SNAPS=${BENCH_MANY_SNAPS:-1000}
 part() { [[ $PARTS == *" $1 "* ]]; }
+has_tool() { [[ " ${TOOLS[*]} " == *" $1 "* ]]; }
 say() { printf '\n== %s\n' "$*"; }
 
 # ---------------------------------------------------------------- install
 if [ "${BENCH_SKIP_INSTALL:-0}" != 1 ]; then
-    say "installing restic, borgbackup, time, python3 from Debian's packages"
+    say "installing restic, borgbackup, time, zstd, python3 from Debian's packages"
     SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
-        restic borgbackup time python3 coreutils >/dev/null
+        restic borgbackup time python3 coreutils zstd tar >/dev/null
 fi
-for c in restic borg python3 /usr/bin/time cargo; do
+for c in restic borg python3 /usr/bin/time cargo zstd tar; do
     command -v "$c" >/dev/null || { echo "bench.sh: $c is missing" >&2; exit 1; }
 done
+# rustic (restic's format in Rust): built once from crates.io, cached
+# outside the work tree, skipped when already there.
+RUSTIC_ROOT=${BENCH_RUSTIC_ROOT:-$HOME/.cache/larder-bench/rustic}
+RUSTIC=$RUSTIC_ROOT/bin/rustic
+if has_tool rustic && [ ! -x "$RUSTIC" ]; then
+    say "installing rustic into $RUSTIC_ROOT (cargo install rustic-rs --locked --no-default-features)"
+    nice -n 10 cargo install rustic-rs --locked --no-default-features --root "$RUSTIC_ROOT"
+fi
 
 say "building larder and the benchmark examples (release)"
-nice -n 10 cargo build --release --quiet --bin larder --example stages --example synth_index
-LARDER=$ROOT/target/release/larder
-STAGES=$ROOT/target/release/examples/stages
-SYNTH=$ROOT/target/release/examples/synth_index
+nice -n 10 cargo build --release --quiet --bin larder --example stages --example synth_index --example age_keygen
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+LARDER=$TARGET_DIR/release/larder
+STAGES=$TARGET_DIR/release/examples/stages
+SYNTH=$TARGET_DIR/release/examples/synth_index
+AGE_KEYGEN=$TARGET_DIR/release/examples/age_keygen
 
 # ---------------------------------------------------------------- setup
 rm -rf "$W" "$SHM"
@@ -105,6 +129,19 @@ python3 scripts/bench_data.py corpus "$CORPUS" "$BUDGET" $SOURCES > "$T/corpus.j
 CORPUS_FILES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["files"])' "$T/corpus.json")
 CORPUS_BYTES=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bytes"])' "$T/corpus.json")
 echo "corpus: $CORPUS_FILES files, $CORPUS_BYTES bytes ($((CORPUS_BYTES >> 20)) MiB) in $CORPUS"
+# The small file of the one-file restores: the first regular file of 1-16
+# KiB in the corpus's sorted walk.
+ONE_FILE=$(python3 -c '
+import os, sys
+for d, dirs, files in os.walk(sys.argv[1]):
+    dirs.sort()
+    for f in sorted(files):
+        p = os.path.join(d, f)
+        if not os.path.islink(p) and 1024 <= os.path.getsize(p) <= 16384:
+            print(p); sys.exit(0)
+sys.exit("no file of 1-16 KiB in the corpus")' "$CORPUS")
+ONE_BYTES=$(stat -c %s "$ONE_FILE")
+echo "one-file restores: $ONE_FILE ($ONE_BYTES bytes)"
 mkdir -p "$W/rand"
 RAND_PRISTINE=$W/random.pristine
 python3 scripts/bench_data.py randfile "$RAND_PRISTINE" "$RAND_BYTES" "$SEED"
@@ -122,12 +159,14 @@ meta kernel "$(uname -r)"
 meta disk_fs "$(df -PT "$W" | awk 'NR==2 {print $2}') ($(df -P "$W" | awk 'NR==2 {print $1}'))"
 meta version_larder "$("$LARDER" --version) (git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src 2>/dev/null || echo ', src modified'))"
 meta version_restic "$(restic version | head -1)"
+has_tool rustic && meta version_rustic "$("$RUSTIC" --version | head -1)"
 meta version_borg "$(borg --version)"
 meta version_rustc "$(rustc --version)"
 meta corpus_sources "$SOURCES"
 meta corpus_files "$CORPUS_FILES"
 meta corpus_bytes "$CORPUS_BYTES"
 meta random_bytes "$RAND_BYTES"
+meta one_file "${ONE_FILE#"$CORPUS"/} ($ONE_BYTES bytes)"
 meta random_generator "python3 random.Random seeded, scripts/bench_data.py randfile"
 
 # ---------------------------------------------------------------- tools
@@ -141,6 +180,11 @@ use_repo() { # TOOL TAG
         restic)
             export RESTIC_REPOSITORY=$W/repo-restic-$tag RESTIC_CACHE_DIR=$W/cache-restic-$tag
             export RESTIC_PASSWORD=$PASS ;;
+        rustic)
+            # --cache-dir on every command line (RX), so the cache is
+            # beside the repository whatever rustic's environment names.
+            export RUSTIC_REPOSITORY=$W/repo-rustic-$tag RUSTIC_PASSWORD=$PASS
+            RX=("$RUSTIC" --no-progress --cache-dir "$W/cache-rustic-$tag") ;;
         borg)
             export BORG_REPO=$W/repo-borg-$tag BORG_BASE_DIR=$W/cache-borg-$tag
             export BORG_PASSPHRASE=$PASS ;;
@@ -153,6 +197,7 @@ tool_init() {
     case $1 in
         larder) "$LARDER" -q init ;;
         restic) restic -q init --repository-version 2 ;;
+        rustic) "${RX[@]}" init ;;
         borg) borg init -e repokey-blake2 ;;
     esac >"$T/init.log" 2>&1 || { cat "$T/init.log" >&2; return 1; }
 }
@@ -161,6 +206,7 @@ cmd_backup() { # TOOL NAME PATH
     case $1 in
         larder) CMD=("$LARDER" -q backup "$3") ;;
         restic) CMD=(restic -q --compression auto backup "$3") ;;
+        rustic) CMD=("${RX[@]}" backup "$3") ;;
         borg) CMD=(borg create --compression lz4 "::$2" "$3") ;;
     esac
 }
@@ -168,6 +214,7 @@ cmd_snapshots() {
     case $1 in
         larder) CMD=("$LARDER" snapshots) ;;
         restic) CMD=(restic snapshots) ;;
+        rustic) CMD=("${RX[@]}" snapshots) ;;
         borg) CMD=(borg list) ;;
     esac
 }
@@ -175,6 +222,7 @@ cmd_diff() { # TOOL A B (ids or archive names)
     case $1 in
         larder) CMD=("$LARDER" diff "$2" "$3") ;;
         restic) CMD=(restic diff "$2" "$3") ;;
+        rustic) CMD=("${RX[@]}" diff "$2" "$3") ;;
         borg) CMD=(borg diff "::$2" "$3") ;;
     esac
 }
@@ -182,7 +230,26 @@ cmd_restore() { # TOOL SNAP TARGET
     case $1 in
         larder) CMD=("$LARDER" -q restore "$2" --target "$3") ;;
         restic) CMD=(restic -q restore "$2" --target "$3") ;;
+        rustic) CMD=("${RX[@]}" restore "$2" "$3") ;;
         borg) CMD=(env -C "$3" borg extract "::$2") ;;
+    esac
+}
+# One file (absolute path FILE in the snapshot) of snapshot SNAP into TARGET.
+cmd_restore_one() { # TOOL SNAP TARGET FILE
+    case $1 in
+        larder) CMD=("$LARDER" -q restore "$2" --target "$3" --include "$4") ;;
+        restic) CMD=(restic -q restore "$2" --target "$3" --include "$4") ;;
+        rustic) CMD=("${RX[@]}" restore "$2:$4" "$3/$(basename "$4")") ;;
+        borg) CMD=(env -C "$3" borg extract "::$2" "${4#/}") ;;
+    esac
+}
+# Reads and verifies every byte of the repository.
+cmd_check_read() {
+    case $1 in
+        larder) CMD=("$LARDER" -q check --read-data) ;;
+        restic) CMD=(restic -q check --read-data) ;;
+        rustic) CMD=("${RX[@]}" check --read-data) ;;
+        borg) CMD=(borg check --verify-data) ;;
     esac
 }
 # Snapshot ids in time order (borg: archive names).
@@ -190,6 +257,21 @@ snap_ids() {
     case $1 in
         larder) "$LARDER" --json snapshots | python3 -c 'import json,sys; [print(s["id"]) for s in sorted(json.load(sys.stdin), key=lambda s: s["time"])]' ;;
         restic) restic snapshots --json | python3 -c 'import json,sys; [print(s["id"]) for s in sorted(json.load(sys.stdin), key=lambda s: s["time"])]' ;;
+        # rustic groups its snapshots: every object with an id, a time and
+        # a tree, wherever it is nested, is one.
+        rustic) "${RX[@]}" snapshots --json 2>/dev/null | python3 -c '
+import json, sys
+def walk(x):
+    if isinstance(x, dict):
+        if "id" in x and "time" in x and "tree" in x:
+            yield x
+        else:
+            for v in x.values():
+                yield from walk(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from walk(v)
+[print(s["id"]) for s in sorted(walk(json.load(sys.stdin)), key=lambda s: s["time"])]' ;;
         borg) borg list --short ;;
     esac
 }
@@ -231,6 +313,15 @@ size_of() { du -sb "$1" | cut -f1; }
 # would otherwise read the tree from disk.
 warm_corpus() { find "$CORPUS" -type f -print0 | xargs -0 cat > /dev/null; }
 
+# check_one TOOL DIR: DIR holds exactly one file, the small file's copy.
+check_one() {
+    local got
+    mapfile -t got < <(find "$2" -type f)
+    if [ "${#got[@]}" != 1 ] || ! cmp -s "${got[0]}" "$ONE_FILE"; then
+        echo "bench.sh: $1's one-file restore gave ${#got[@]} files: ${got[*]:0:3}" >&2; exit 1
+    fi
+}
+
 # One tool's slot in one run: the whole daily sequence on a fresh repository.
 slot() { # TOOL RUN
     local t=$1 r=$2
@@ -239,7 +330,16 @@ slot() { # TOOL RUN
     tool_init "$t"
     warm_corpus
     cmd_backup "$t" s1 "$CORPUS"; measure cold_backup "$t" "$r" "$CORPUS_BYTES" ""
-    rec sample repo_size "$t" "$r" "" "" "$(size_of "$(repo_dir "$t" main)")" ""
+    local rsize
+    rsize=$(size_of "$(repo_dir "$t" main)")
+    rec sample repo_size "$t" "$r" "" "" "$rsize" ""
+    # One small file out of the first snapshot, then every byte verified.
+    mapfile -t ids < <(snap_ids "$t")
+    rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
+    cmd_restore_one "$t" "${ids[0]}" "$SHM/restore" "$ONE_FILE"; measure restore_one "$t" "$r" "$ONE_BYTES" ""
+    check_one "$t" "$SHM/restore"
+    rm -rf "$SHM/restore"
+    cmd_check_read "$t"; measure check_read "$t" "$r" "$rsize" ""
     cmd_backup "$t" s2 "$CORPUS"; measure second_backup "$t" "$r" "$CORPUS_BYTES" ""
     cmd_snapshots "$t"; measure snapshots "$t" "$r" "" ""
     cmd_snapshots "$t"; measure snapshots "$t" "$r" "" ""
@@ -283,6 +383,7 @@ cmd_forget_prune() {
     case $1 in
         larder) CMD=("$LARDER" -q forget --keep-last 3 --prune --keep-delete 0s) ;;
         restic) CMD=(restic -q forget --keep-last 3 --prune) ;;
+        rustic) CMD=("${RX[@]}" forget --keep-last 3 --prune --instant-delete) ;;
         borg) CMD=(sh -c 'borg prune --keep-last 3 && borg compact') ;;
     esac
 }
@@ -327,6 +428,11 @@ drop_repo larder kdf
 use_repo restic kdf; drop_repo restic kdf; tool_init restic
 meta restic_settings "repository version 2, --compression auto, scrypt key $(cat "$(repo_dir restic kdf)"/keys/* | jget "'N=2^%d r=%d p=%d' % (d['N'].bit_length() - 1, d['r'], d['p'])") (calibrated by restic)"
 drop_repo restic kdf
+if has_tool rustic; then
+    use_repo rustic kdf; drop_repo rustic kdf; tool_init rustic
+    meta rustic_settings "$("${RX[@]}" cat config 2>/dev/null | jget "'repository version %s, compression %s (its default), its own cache beside the repository (--cache-dir)' % (d.get('version', '?'), d.get('compression', 'default'))" 2>/dev/null || echo 'its defaults, its own cache beside the repository (--cache-dir)')"
+    drop_repo rustic kdf
+fi
 meta borg_settings "borg init -e repokey-blake2 (PBKDF2-HMAC-SHA256 key), --compression lz4"
 
 # ---------------------------------------------------------------- warm-up
@@ -339,16 +445,40 @@ for t in "${TOOLS[@]}"; do
     drop_repo "$t" warm
 done
 
+# ---------------------------------------------------------------- references
+# The plainest pipelines that move the same bytes (issue 15): the limits of
+# a cold backup (tar piped into zstd -3 on 2 threads, nothing written) and
+# of a restore onto tmpfs (zstd -dc | tar -x of an archive made once,
+# untimed), and cp -a of the tree onto disk (then sync) and onto tmpfs.
+ARCHIVE=$W/corpus.tar.zst
+reference_rows() { # RUN
+    local r=$1
+    [ -f "$ARCHIVE" ] || tar -C "$(dirname "$CORPUS")" -cf - "$(basename "$CORPUS")" | zstd -q -3 -T2 -o "$ARCHIVE"
+    warm_corpus
+    # shellcheck disable=SC2016
+    CMD=(sh -c 'tar -C "$1" -cf - "$2" | zstd -3 -T2 -c > /dev/null' sh "$(dirname "$CORPUS")" "$(basename "$CORPUS")")
+    measure ref_tar_zstd ref "$r" "$CORPUS_BYTES" ""
+    cat "$ARCHIVE" > /dev/null
+    rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
+    # shellcheck disable=SC2016
+    CMD=(sh -c 'zstd -dc "$1" | tar -x -C "$2"' sh "$ARCHIVE" "$SHM/restore")
+    measure ref_untar_shm ref "$r" "$CORPUS_BYTES" ""
+    rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
+    warm_corpus
+    CMD=(cp -a "$CORPUS" "$SHM/restore/"); measure cp_shm ref "$r" "$CORPUS_BYTES" ""
+    rm -rf "$SHM/restore"
+    rm -rf "$W/cpcopy"; mkdir -p "$W/cpcopy"
+    CMD=(cp -a "$CORPUS" "$W/cpcopy/"); measure cp_disk cp "$r" "$CORPUS_BYTES" "" --sync
+    rm -rf "$W/cpcopy"
+}
+
 # ---------------------------------------------------------------- runs
 part main && for ((r = 1; r <= RUNS; r++)); do
     n=${#TOOLS[@]}
     order=()
     for ((i = 0; i < n; i++)); do order+=("${TOOLS[$(((i + r - 1) % n))]}"); done
     say "run $r of $RUNS: ${order[*]}"
-    # The floor of a restore onto disk: cp -a of the same tree.
-    rm -rf "$W/cpcopy"; mkdir -p "$W/cpcopy"
-    CMD=(cp -a "$CORPUS" "$W/cpcopy/"); measure cp_disk cp "$r" "$CORPUS_BYTES" "" --sync
-    rm -rf "$W/cpcopy"
+    reference_rows "$r"
     for t in "${order[@]}"; do slot "$t" "$r"; done
     # Each stage alone, one core, same data.
     find "$CORPUS" -type f -print0 | xargs -0 cat > /dev/null
@@ -397,7 +527,10 @@ for ((r = 1; r <= RUNS; r++)); do
             use_repo larder big; drop_repo larder big
             cp -a "$W/template-big/repo-larder-big" "$W/template-big/cache-larder-big" "$W/"
         fi
-        cmd_snapshots larder; "${CMD[@]}" >/dev/null
+        # The first open by a new client (an empty cache: the whole index
+        # is read from the repository), then the usual open.
+        rm -rf "$LARDER_CACHE_DIR"
+        cmd_snapshots larder; measure flat_open_cold larder "$r" "" "$kind"
         cmd_snapshots larder; measure flat_open larder "$r" "" "$kind"
         warm_corpus
         cmd_backup larder x "$CORPUS"; measure flat_backup larder "$r" "$CORPUS_BYTES" "$kind"
@@ -407,10 +540,109 @@ for ((r = 1; r <= RUNS; r++)); do
         # Prune's mark phase over every blob (a dry run: the synthetic packs
         # do not exist, so nothing may be deleted or repacked).
         CMD=("$LARDER" -q prune --dry-run); measure flat_prune larder "$r" "" "$kind"
+        # Disaster recovery: one small file restored by a new client (an
+        # empty cache), end to end.
+        rm -rf "$LARDER_CACHE_DIR" "$SHM/restore"; mkdir -p "$SHM/restore"
+        cmd_restore_one larder latest "$SHM/restore" "$ONE_FILE"
+        measure flat_restore_one_cold larder "$r" "$ONE_BYTES" "$kind"
+        check_one larder "$SHM/restore"
+        rm -rf "$SHM/restore"
         drop_repo larder "$kind"
     done
 done
 rm -rf "$W/template-big"
+fi
+
+# ---------------------------------------------------------------- snapshots
+# Flat in the number of snapshots (issue 15): a small real tree (4 MiB of
+# /usr/share/doc, a few hundred files) in a larder repository with 10
+# snapshots and in one with MANY_SNAPS, each snapshot with one file changed.
+# The snapshots are made through an age identity added as a second key
+# (examples/age_keygen.rs), which skips the passphrase's key derivation;
+# every timed command opens with the passphrase, as elsewhere. Both
+# repositories are made once and copied for each run.
+if part snaps && has_tool larder; then
+ST=$W/snaps-tree
+rm -rf "$ST"
+python3 scripts/bench_data.py corpus "$ST" $((4 << 20)) /usr/share/doc > "$T/snaps.json"
+meta snaps_tree "$(jget "'%d files, %.1f MiB of /usr/share/doc' % (d['files'], d['bytes'] / 1048576)" < "$T/snaps.json")"
+meta snaps_many "$MANY_SNAPS"
+FIND_NAME=$(find "$ST" -type f -size +1k | sort | head -1 | xargs basename)
+meta snaps_find "$FIND_NAME"
+"$AGE_KEYGEN" "$W/identity.txt" > "$T/recipient"
+chmod 600 "$W/identity.txt"
+for n in 10 "$MANY_SNAPS"; do
+    say "snapshots: making a larder repository with $n snapshots"
+    use_repo larder "s$n"; drop_repo larder "s$n"; rm -rf "$LARDER_STATE_DIR"; tool_init larder
+    "$LARDER" -q key add --recipient "$(cat "$T/recipient")" >"$T/out" 2>"$T/err" || { cat "$T/err" >&2; exit 1; }
+    t0=$EPOCHREALTIME
+    for ((i = 1; i <= n; i++)); do
+        echo "change $i" > "$ST/changing.txt"
+        env -u LARDER_PASSWORD "$LARDER" -q --identity "$W/identity.txt" backup "$ST" >"$T/out" 2>"$T/err" \
+            || { echo "bench.sh: snapshot $i of $n failed" >&2; cat "$T/err" >&2; exit 1; }
+    done
+    echo "  made $n snapshots in $(python3 -c 'import sys; print(f"{float(sys.argv[2]) - float(sys.argv[1]):.1f}")' "$t0" "$EPOCHREALTIME") s"
+    rm -rf "$W/template-s$n"; mkdir -p "$W/template-s$n"
+    cp -a "$W/repo-larder-s$n" "$W/cache-larder-s$n" "$W/template-s$n/"
+    [ -d "$LARDER_STATE_DIR" ] && cp -a "$LARDER_STATE_DIR" "$W/template-s$n/"
+    drop_repo larder "s$n"; rm -rf "$LARDER_STATE_DIR"
+done
+for ((r = 1; r <= RUNS; r++)); do
+    say "snapshots run $r of $RUNS: 10 vs $MANY_SNAPS snapshots"
+    for n in 10 "$MANY_SNAPS"; do
+        use_repo larder "s$n"; drop_repo larder "s$n"; rm -rf "$LARDER_STATE_DIR"
+        cp -a "$W/template-s$n/." "$W/"
+        cmd_snapshots larder; "${CMD[@]}" >/dev/null
+        cmd_snapshots larder; measure snaps_snapshots larder "$r" "" "$n"
+        CMD=("$LARDER" -q forget --keep-last 3 --dry-run); measure snaps_forget larder "$r" "" "$n"
+        CMD=("$LARDER" find "$FIND_NAME"); measure snaps_find larder "$r" "" "$n"
+        cmd_backup larder x "$ST"; measure snaps_backup larder "$r" "" "$n"
+        drop_repo larder "s$n"; rm -rf "$LARDER_STATE_DIR"
+    done
+done
+rm -rf "$W/template-s10" "$W/template-s$MANY_SNAPS"
+fi
+
+# ---------------------------------------------------------------- compression
+# Compression levels (issue 15) on a bounded subset (the first COMP_MIB MiB
+# of the corpus; zstd 19 is slow): a cold backup into a fresh repository
+# with each level, its time and the repository's size. larder `backup
+# --compression off|fast|auto|max`, restic `--compression off|auto|max`.
+if part comp; then
+CT=$W/comp-tree
+rm -rf "$CT"
+python3 scripts/bench_data.py corpus "$CT" $((COMP_MIB << 20)) "$CORPUS" > "$T/comp.json"
+COMP_BYTES=$(jget "d['bytes']" < "$T/comp.json")
+meta comp_tree "$(jget "'the first %d MiB of the corpus: %d files, %.1f MiB' % ($COMP_MIB, d['files'], d['bytes'] / 1048576)" < "$T/comp.json")"
+comp_tools=()
+if has_tool larder; then
+    if "$LARDER" backup --help | grep -q -- '--compression'; then
+        comp_tools+=(larder)
+    else
+        echo "bench.sh: larder backup has no --compression yet: larder's compression rows skipped" >&2
+        meta comp_larder "skipped: this larder's backup has no --compression"
+    fi
+fi
+has_tool restic && comp_tools+=(restic)
+for ((r = 1; r <= RUNS; r++)); do
+    say "compression run $r of $RUNS: ${comp_tools[*]}"
+    for t in "${comp_tools[@]}"; do
+        levels=(off fast auto max)
+        [ "$t" = restic ] && levels=(off auto max)
+        for lvl in "${levels[@]}"; do
+            use_repo "$t" comp; drop_repo "$t" comp; tool_init "$t"
+            find "$CT" -type f -print0 | xargs -0 cat > /dev/null
+            case $t in
+                larder) CMD=("$LARDER" -q backup --compression "$lvl" "$CT") ;;
+                restic) CMD=(restic -q --compression "$lvl" backup "$CT") ;;
+            esac
+            measure comp_backup "$t" "$r" "$COMP_BYTES" "$lvl"
+            rec sample comp_size "$t" "$r" "" "" "$(size_of "$(repo_dir "$t" comp)")" "$lvl"
+            drop_repo "$t" comp
+        done
+    done
+done
+rm -rf "$CT"
 fi
 
 # ---------------------------------------------------------------- S3
