@@ -29,7 +29,8 @@
 #   BENCH_RUSTIC_ROOT=~/.cache/larder-bench/rustic   rustic's install root
 #                         (bin/rustic; installed there when missing)
 #   BENCH_SOURCES="<sysroot> /usr/share/doc"   trees copied into the corpus
-#   BENCH_SYNTH_SEGMENTS=100 BENCH_SYNTH_BLOBS=100000   synthetic index size
+#   BENCH_SYNTH_SEGMENTS=2442 BENCH_SYNTH_BLOBS=4096   synthetic index size: segments
+#                         shaped as larder writes them (64 packs of 64 blobs)
 #   BENCH_SKIP_INSTALL=1  do not run apt-get
 #   BENCH_KEEP=1          keep BENCH_DIR afterwards
 #   BENCH_PARTS="main prune flat snaps comp s3"   which sections run (main:
@@ -58,15 +59,15 @@ if [ "$SMALL" = 1 ]; then
     OUT=${BENCH_OUT:-target/bench-small/$DATE}
     BUDGET=$((50 << 20))
     RAND_BYTES=$((64 << 20))
-    SYN_SEG=${BENCH_SYNTH_SEGMENTS:-4}
-    SYN_BLOBS=${BENCH_SYNTH_BLOBS:-25000}
+    SYN_SEG=${BENCH_SYNTH_SEGMENTS:-25}
+    SYN_BLOBS=${BENCH_SYNTH_BLOBS:-4096}
     COMP_MIB=${BENCH_COMP_MIB:-16}
 else
     OUT=${BENCH_OUT:-bench/results/$DATE}
     BUDGET=0
     RAND_BYTES=$((1 << 30))
-    SYN_SEG=${BENCH_SYNTH_SEGMENTS:-100}
-    SYN_BLOBS=${BENCH_SYNTH_BLOBS:-100000}
+    SYN_SEG=${BENCH_SYNTH_SEGMENTS:-2442}
+    SYN_BLOBS=${BENCH_SYNTH_BLOBS:-4096}
     COMP_MIB=${BENCH_COMP_MIB:-256}
 fi
 PASS="larder-bench passphrase $SEED"

@@ -15,6 +15,7 @@ use crate::repository::Repository;
 use crate::snapshot;
 use crate::tree::{NodeKind, Tree};
 use crate::walker::{self, Visit};
+use rayon::prelude::*;
 use rotation::{Coverage, DataSubset, VerifyLog};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -96,18 +97,33 @@ fn read_data(
     let run = log.next_run()?;
     let total: u64 = chosen.iter().map(|(_, s)| s).sum();
     progress.totals(chosen.len() as u64, total, true);
-    for (id, size) in &chosen {
+    // Packs are verified in parallel, a few at a time (each is held whole
+    // while it is verified, so memory stays a few packs); what each found
+    // is recorded in order.
+    let at_once = rayon::current_num_threads().max(1) * 2;
+    for batch in chosen.chunks(at_once) {
         crate::interrupt::check()?;
-        let (problems, read) = (r.problems.len(), r.packs_read);
-        read_pack_data(repo, id, *size, r);
-        if r.packs_read > read {
-            r.bytes_read += size;
+        let verdicts: Vec<PackVerdict> = batch
+            .par_iter()
+            .map(|(id, size)| {
+                let v = read_pack_data(repo, id, *size);
+                progress.bytes(*size);
+                progress.file_done();
+                v
+            })
+            .collect();
+        for ((id, size), v) in batch.iter().zip(verdicts) {
+            r.blobs_read += v.blobs;
+            if v.read {
+                r.packs_read += 1;
+                r.bytes_read += size;
+            }
+            let clean = v.problems.is_empty();
+            r.problems.extend(v.problems);
+            if clean {
+                log.record(id, run, crate::host::now_secs())?;
+            }
         }
-        if r.problems.len() == problems {
-            log.record(id, run, crate::host::now_secs())?;
-        }
-        progress.bytes(*size);
-        progress.file_done();
     }
     r.verified = Some(rotation::coverage(
         indexed,
@@ -227,9 +243,22 @@ fn check_packs(repo: &Repository, r: &mut CheckReport) -> Result<Vec<(Id, u64)>>
     Ok(indexed)
 }
 
-/// Reads pack `id` whole, bounded by the `size` the index records: a pack
-/// of any other size (or not a regular file) is reported and not read.
-fn read_pack_data(repo: &Repository, id: &Id, size: u64, r: &mut CheckReport) {
+/// What reading one pack found.
+#[derive(Default)]
+struct PackVerdict {
+    /// Whether the pack was read.
+    read: bool,
+    /// Blobs opened and verified.
+    blobs: usize,
+    problems: Vec<String>,
+}
+
+/// Reads pack `id` whole, bounded by the `size` the index records (a pack
+/// of any other size, or not a regular file, is reported and not read):
+/// its name must be the hash of its bytes, its header must open, and every
+/// blob must decrypt, decompress and hash to its ID.
+fn read_pack_data(repo: &Repository, id: &Id, size: u64) -> PackVerdict {
+    let mut v = PackVerdict::default();
     let name = id.to_hex();
     let what = Kind::Pack.path(&name);
     let be = repo.backend();
@@ -245,29 +274,30 @@ fn read_pack_data(repo: &Repository, id: &Id, size: u64, r: &mut CheckReport) {
     let bytes = match bytes {
         Ok(b) => b,
         Err(e) => {
-            r.problems.push(e);
-            return;
+            v.problems.push(e);
+            return v;
         }
     };
-    r.packs_read += 1;
+    v.read = true;
     if Id::of_object(&bytes) != *id {
-        r.problems
+        v.problems
             .push(format!("{what}: contents do not hash to the pack's name"));
     }
     let entries = match pack::read_entries(repo.keys(), &what, &bytes) {
         Ok(e) => e,
         Err(e) => {
-            r.problems.push(e.to_string());
-            return;
+            v.problems.push(e.to_string());
+            return v;
         }
     };
     for e in entries {
         let s = &bytes[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
-        r.blobs_read += 1;
+        v.blobs += 1;
         if let Err(err) = pack::open_blob(repo.keys(), &format!("blob {} in {what}", e.id), &e, s) {
-            r.problems.push(err.to_string());
+            v.problems.push(err.to_string());
         }
     }
+    v
 }
 
 fn check_snapshots(repo: &Repository, r: &mut CheckReport) -> Result<()> {

@@ -94,12 +94,21 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 1 } else { 0 };
         }
     };
-    match run(&cli.global, cli.command) {
-        Ok(code) => code,
-        Err(e) => {
+    output::quiet_broken_pipe();
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(&cli.global, cli.command)
+    }));
+    match ran {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("larder: {}", output::safe(&e.to_string()));
             e.exit_code()
         }
+        // The reader of stdout went away (`larder ls latest | head`): stop
+        // quietly, as a program killed by SIGPIPE does (locks are released
+        // on the way out).
+        Err(p) if output::is_broken_pipe(p.as_ref()) => output::BROKEN_PIPE_EXIT,
+        Err(p) => std::panic::resume_unwind(p),
     }
 }
 

@@ -4,6 +4,32 @@
 
 use serde::Serialize;
 
+/// The exit code when stdout's reader went away: 128 + SIGPIPE, what a
+/// shell reports for a program that signal ended.
+pub const BROKEN_PIPE_EXIT: i32 = 141;
+
+/// Whether a panic's payload is `println!`'s on a closed stdout.
+pub fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe")
+}
+
+/// Keeps the panic message of a closed stdout off the terminal (the
+/// command stops quietly, see `cli::main`); every other panic is shown as
+/// before.
+pub fn quiet_broken_pipe() {
+    let shown = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(info.payload()) {
+            shown(info);
+        }
+    }));
+}
+
 /// Prints `v` as one line of JSON with its keys in sorted order.
 pub fn print_json<T: Serialize + ?Sized>(v: &T) {
     match serde_json::to_value(v) {

@@ -51,7 +51,7 @@ const BLOCK_ROWS: usize = 64;
 
 /// Threads decrypting and decoding segments while the caller's thread
 /// records them.
-const DECODERS: usize = 2;
+const DECODERS: usize = 1;
 
 /// The memory shared by the read buffers of all runs during the merge.
 const MERGE_BUFFER_BYTES: usize = 4 << 20;
@@ -63,9 +63,8 @@ pub(super) type Rec = [u8; REC];
 pub(super) enum Target {
     /// As the base's sorted blocks (the cache holds no segments).
     Base,
-    /// As rows of `blobs`; with `rebuild_indexes`, its secondary indexes
-    /// are dropped during the load and created afterwards.
-    Rows { rebuild_indexes: bool },
+    /// As rows of `blobs`, inserted in key order.
+    Rows,
 }
 
 fn encode(pack: i64, e: &PackEntry) -> Rec {
@@ -360,6 +359,7 @@ pub(super) fn load(
         }
         drop(send);
         for (id, seg) in recv {
+            crate::interrupt::check()?;
             let seg = match seg {
                 Ok(s) => s,
                 Err(e) => {
@@ -368,7 +368,7 @@ pub(super) fn load(
                 }
             };
             for p in &seg.packs {
-                let num = super::cache::insert_pack(tx, &p.id, p.size, id).map_err(sq)?;
+                let num = super::cache::insert_pack(tx, p, id).map_err(sq)?;
                 for b in &p.blobs {
                     runs.push(encode(num, b))?;
                 }
@@ -384,19 +384,9 @@ pub(super) fn load(
     })?;
     match target {
         Target::Base => write_blocks(tx, runs).map_err(|e| e.with_db(db)),
-        Target::Rows { rebuild_indexes } => {
-            if rebuild_indexes {
-                tx.execute_batch(super::cache::DROP_BLOB_INDEXES)
-                    .map_err(sq)?;
-            }
-            {
-                let mut st = tx.prepare_cached(INSERT_ROW).map_err(sq)?;
-                runs.merge(|r| insert(&mut st, r).map_err(sq))?;
-            }
-            if rebuild_indexes {
-                tx.execute_batch(super::cache::BLOB_INDEXES).map_err(sq)?;
-            }
-            Ok(())
+        Target::Rows => {
+            let mut st = tx.prepare_cached(INSERT_ROW).map_err(sq)?;
+            runs.merge(|r| insert(&mut st, r).map_err(sq))
         }
     }
 }
@@ -433,7 +423,11 @@ fn write_blocks(tx: &Transaction<'_>, runs: Runs) -> std::result::Result<(), Blo
     let mut sql_err = None;
     let mut flush = |block: &mut Vec<u8>| -> rusqlite::Result<()> {
         if !block.is_empty() {
-            st.execute(params![&block[..40], (block.len() / REC) as i64, &block[..]])?;
+            st.execute(params![
+                &block[..40],
+                (block.len() / REC) as i64,
+                &block[..]
+            ])?;
             block.clear();
         }
         Ok(())
@@ -481,7 +475,9 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut runs = Runs::new(d.path());
         let n = RUN_ROWS * 2 + 1000;
-        let mut want: Vec<Rec> = (0..n as u32).map(|i| encode(i as i64 % 5, &entry(i))).collect();
+        let mut want: Vec<Rec> = (0..n as u32)
+            .map(|i| encode(i as i64 % 5, &entry(i)))
+            .collect();
         for r in &want {
             runs.push(*r).unwrap();
         }

@@ -11,7 +11,9 @@
 //! only when no segment still lists it. A segment that cannot be read is
 //! reported and skipped, never fatal. Nothing here keeps a map of every blob
 //! in memory: lookups are prepared SQLite queries, inserts run in
-//! transactions.
+//! transactions. New segments are absorbed by [`super::bulk`]: into an
+//! empty cache as a base of sorted blocks (the fast first open of a large
+//! repository), otherwise as rows inserted in key order.
 
 use super::bulk::{self, Target};
 use super::marks::{Mark, read_mark};
@@ -86,7 +88,8 @@ CREATE TABLE segments(id BLOB PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE packs(
   num INTEGER PRIMARY KEY,
   id BLOB NOT NULL UNIQUE,
-  size INTEGER NOT NULL
+  size INTEGER NOT NULL,
+  trees_only INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE pack_segments(
   pack INTEGER NOT NULL,
@@ -300,9 +303,7 @@ impl Index {
         let target = if known.is_empty() && new.len() >= BASE_FROM {
             Target::Base
         } else {
-            Target::Rows {
-                rebuild_indexes: false,
-            }
+            Target::Rows
         };
         super::bulk::load(&tx, &path, backend, keys, &new, target, report)?;
         tx.commit().map_err(|e| Error::sqlite(&path, e))
@@ -637,13 +638,19 @@ impl Index {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sq)?;
-        let empty = !tx
-            .prepare("SELECT 1 FROM blobs LIMIT 1")
+        // Another process may have done it while this one waited.
+        let still = tx
+            .prepare("SELECT 1 FROM blob_base LIMIT 1")
             .and_then(|mut st| st.exists([]))
             .map_err(sq)?;
-        if empty {
-            tx.execute_batch(DROP_BLOB_INDEXES).map_err(sq)?;
+        if !still {
+            return Ok(());
         }
+        // The base is most of the cache (what came after it is a few runs'
+        // segments): its rows go in without the secondary indexes, which
+        // are built again afterwards with one sort each; kept, each row
+        // would update them at a random place.
+        tx.execute_batch(DROP_BLOB_INDEXES).map_err(sq)?;
         {
             let mut blocks = tx
                 .prepare("SELECT rows FROM blob_base ORDER BY first")
@@ -660,9 +667,7 @@ impl Index {
             }
         }
         tx.execute("DELETE FROM blob_base", []).map_err(sq)?;
-        if empty {
-            tx.execute_batch(BLOB_INDEXES).map_err(sq)?;
-        }
+        tx.execute_batch(BLOB_INDEXES).map_err(sq)?;
         tx.commit().map_err(sq)
     }
 
@@ -749,6 +754,19 @@ impl Index {
         }
     }
 
+    /// The recorded size of pack `pack` if the index lists it as holding
+    /// only tree blobs.
+    pub fn tree_pack_size(&self, pack: &Id) -> Result<Option<u64>> {
+        self.conn
+            .prepare_cached("SELECT size FROM packs WHERE id = ?1 AND trees_only = 1")
+            .and_then(|mut st| {
+                st.query_row(params![pack.0], |r| r.get::<_, i64>(0))
+                    .optional()
+            })
+            .map(|s| s.map(|s| s as u64))
+            .map_err(|e| self.err(e))
+    }
+
     /// The blobs the index places in pack `pack`, by offset.
     pub fn blobs_in_pack(&mut self, pack: &Id) -> Result<Vec<PackEntry>> {
         self.materialize()?;
@@ -800,18 +818,18 @@ fn known_segments(c: &Connection) -> rusqlite::Result<HashSet<Id>> {
 /// its number in the cache.
 pub(super) fn insert_pack(
     tx: &rusqlite::Transaction<'_>,
-    pack: &Id,
-    size: u64,
+    pack: &IndexPack,
     seg: &Id,
 ) -> rusqlite::Result<i64> {
+    let trees_only = !pack.blobs.is_empty() && pack.blobs.iter().all(|b| b.ty == BlobType::Tree);
     let added = tx
-        .prepare_cached("INSERT OR IGNORE INTO packs(id, size) VALUES (?1, ?2)")?
-        .execute(params![pack.0, size as i64])?;
+        .prepare_cached("INSERT OR IGNORE INTO packs(id, size, trees_only) VALUES (?1, ?2, ?3)")?
+        .execute(params![pack.id.0, pack.size as i64, trees_only])?;
     let num: i64 = if added == 1 {
         tx.last_insert_rowid()
     } else {
         tx.prepare_cached("SELECT num FROM packs WHERE id = ?1")?
-            .query_row(params![pack.0], |r| r.get(0))?
+            .query_row(params![pack.id.0], |r| r.get(0))?
     };
     tx.prepare_cached("INSERT OR IGNORE INTO pack_segments(pack, segment) VALUES (?1, ?2)")?
         .execute(params![num, seg.0])?;
@@ -828,7 +846,7 @@ fn insert_packs(
 ) -> rusqlite::Result<()> {
     let mut rows: Vec<(&PackEntry, i64)> = Vec::new();
     for p in packs {
-        let num = insert_pack(tx, &p.id, p.size, seg)?;
+        let num = insert_pack(tx, p, seg)?;
         rows.extend(p.blobs.iter().map(|b| (b, num)));
     }
     rows.sort_by_key(|r| r.0.id);

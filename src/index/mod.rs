@@ -1,7 +1,9 @@
 //! The blob index: [`segment`] is the repository's record (encrypted index
 //! segments under `index/`), [`marks`] prune's deletion marks (which packs
 //! are on their way out), [`cache`] the local SQLite database built from
-//! both that answers lookups. The two are kept apart: the format of what is
+//! both that answers lookups, and `bulk` how many segments enter that
+//! database at once (a new client's first open: sorted, and kept as a base
+//! of sorted blocks until a command needs every blob as a row). The two are kept apart: the format of what is
 //! stored never depends on how the cache is laid out.
 
 mod bulk;

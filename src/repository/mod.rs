@@ -442,32 +442,30 @@ impl Repository {
     }
 
     /// A tree missing from the cache of a remote repository brings its
-    /// whole pack, in one request, when the pack holds only trees (as
-    /// packers write them) and is at most [`TREE_PACK_MAX`] bytes: every
-    /// tree in it goes into the cache, sealed (each is verified when read).
-    /// Returns whether it did.
+    /// whole pack, in one request, when the index shows the pack holds only
+    /// trees (as packers write them) and is at most [`TREE_PACK_MAX`]
+    /// bytes: every tree in it goes into the cache, sealed (each is
+    /// verified when read). The pack's own (authenticated) header says
+    /// where each tree is, so this needs no per-blob rows in the cache.
+    /// Returns whether it did; a pack whose header cannot be read is left
+    /// to the single-blob read, which reports what is wrong.
     fn fetch_tree_pack(&self, c: &tree_cache::TreeCache, loc: &BlobLocation) -> Result<bool> {
-        let (size, entries) = {
-            let mut idx = self.index()?;
-            // Listing a pack's blobs needs every blob as a row: a cache
-            // that absorbed the index in bulk (a new client's first open)
-            // reads trees one by one rather than pay for that here.
-            if idx.has_base()? {
-                return Ok(false);
+        let size = {
+            let idx = self.index()?;
+            match idx
+                .tree_pack_size(&loc.pack)?
+                .filter(|&s| s <= TREE_PACK_MAX)
+            {
+                Some(s) => s,
+                None => return Ok(false),
             }
-            let Some(size) = idx.pack_size(&loc.pack)?.filter(|&s| s <= TREE_PACK_MAX) else {
-                return Ok(false);
-            };
-            let entries = idx.blobs_in_pack(&loc.pack)?;
-            if entries.iter().any(|e| e.ty != BlobType::Tree) {
-                return Ok(false);
-            }
-            (size, entries)
         };
-        let data = self
-            .backend
-            .read_range(Kind::Pack, &loc.pack.to_hex(), 0, size)?;
-        for e in entries {
+        let name = loc.pack.to_hex();
+        let data = self.backend.read_range(Kind::Pack, &name, 0, size)?;
+        let Ok(entries) = pack::read_entries(&self.keys, &Kind::Pack.path(&name), &data) else {
+            return Ok(false);
+        };
+        for e in entries.iter().filter(|e| e.ty == BlobType::Tree) {
             let (at, len) = (e.offset as usize, e.stored_len as usize);
             if let Some(b) = at.checked_add(len).and_then(|end| data.get(at..end)) {
                 c.put(&e.id, b);

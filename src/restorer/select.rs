@@ -8,20 +8,44 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 /// Compiled include and exclude patterns.
 pub(super) struct Selector {
     include: Option<GlobSet>,
+    /// For each include pattern that names a path (contains `/`): its
+    /// literal beginning (up to the first glob character), with a leading
+    /// `/`; `None` when some include is a bare name (it matches anywhere).
+    include_prefixes: Option<Vec<String>>,
     exclude: GlobSet,
 }
 
 impl Selector {
     /// Compiles the patterns; an empty include list includes everything.
     pub(super) fn new(include: &[String], exclude: &[String]) -> Result<Self> {
+        let include_prefixes = if include.is_empty() || include.iter().any(|p| !p.contains('/')) {
+            None
+        } else {
+            Some(include.iter().map(|p| literal_prefix(p)).collect())
+        };
         Ok(Selector {
             include: if include.is_empty() {
                 None
             } else {
                 Some(globset(include)?)
             },
+            include_prefixes,
             exclude: globset(exclude)?,
         })
+    }
+
+    /// Whether directory `rel` (not itself included) can hold an included
+    /// path: a restore of one file does not walk, nor make, every other
+    /// directory of the snapshot. Conservative: `true` unless every include
+    /// pattern is a path whose literal beginning leads elsewhere.
+    pub(super) fn may_hold_included(&self, rel: &str) -> bool {
+        let Some(prefixes) = &self.include_prefixes else {
+            return true;
+        };
+        let dir = format!("/{}/", rel.trim_matches('/'));
+        prefixes
+            .iter()
+            .any(|p| dir.starts_with(p.as_str()) || p.starts_with(dir.as_str()))
     }
 
     /// For path `rel`: whether it is visible at all (not excluded), and
@@ -38,6 +62,13 @@ impl Selector {
             };
         (true, included)
     }
+}
+
+/// The literal beginning of path pattern `p` (up to its first glob
+/// character), with a leading `/`: every path it matches starts with it.
+fn literal_prefix(p: &str) -> String {
+    let end = p.find(['*', '?', '[', '{', '\\']).unwrap_or(p.len());
+    format!("/{}", p[..end].trim_start_matches('/'))
 }
 
 fn globset(pats: &[String]) -> Result<GlobSet> {
@@ -60,4 +91,47 @@ fn globset(pats: &[String]) -> Result<GlobSet> {
     }
     b.build()
         .map_err(|e| Error::Usage(format!("patterns: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sel(include: &[&str]) -> Selector {
+        let inc: Vec<String> = include.iter().map(|s| s.to_string()).collect();
+        Selector::new(&inc, &[]).unwrap()
+    }
+
+    #[test]
+    fn only_directories_on_the_way_to_a_path_include_are_walked() {
+        let s = sel(&["/usr/share/doc/bash/README"]);
+        for d in ["/usr", "/usr/share", "/usr/share/doc/bash"] {
+            assert!(s.may_hold_included(d), "{d}");
+        }
+        for d in [
+            "/var",
+            "/usr/lib",
+            "/usr/share/doc/bashful",
+            "/usr/share/doc/git",
+        ] {
+            assert!(!s.may_hold_included(d), "{d}");
+        }
+        // What the walk does not skip is what the matcher includes.
+        assert!(s.selected("/usr/share/doc/bash/README", false).1);
+        let g = sel(&["usr/share/*/bash/**"]);
+        assert!(g.may_hold_included("/usr/share"));
+        assert!(
+            g.may_hold_included("/usr/share/doc"),
+            "inside the glob part"
+        );
+        assert!(!g.may_hold_included("/etc"));
+        assert!(g.selected("/usr/share/doc/bash/x/y", false).1);
+    }
+
+    #[test]
+    fn a_bare_name_or_no_include_walks_everything() {
+        assert!(sel(&["README"]).may_hold_included("/anything/at/all"));
+        assert!(sel(&["/a/b", "*.txt"]).may_hold_included("/elsewhere"));
+        assert!(sel(&[]).may_hold_included("/x"));
+    }
 }

@@ -138,7 +138,11 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 continue;
             }
             let (visible, included) = self.selector.selected(&shown, ancestor_included);
-            if !visible {
+            // Not walked at all: a directory that cannot hold what is
+            // included (a restore of one file skips the rest of the tree).
+            let beside =
+                n.kind == NodeKind::Dir && !included && !self.selector.may_hold_included(&shown);
+            if !visible || beside {
                 continue;
             }
             let name = OsStr::from_bytes(&n.name);

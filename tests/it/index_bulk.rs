@@ -59,13 +59,7 @@ fn synth_segment(first: u64, packs: u64, per_pack: u64) -> IndexSegment {
 /// segment repeats a pack of the first (a pack two segments list) and
 /// stores one of its blobs again in a new pack (a blob with two copies).
 /// Returns the snapshot id and the number of blob rows the index holds.
-fn big_index_repo(
-    t: &TestRepo,
-    src: &Path,
-    segments: u64,
-    packs: u64,
-    per_pack: u64,
-) -> (Id, u64) {
+fn big_index_repo(t: &TestRepo, src: &Path, segments: u64, packs: u64, per_pack: u64) -> (Id, u64) {
     for i in 0..30 {
         write(
             &src.join(format!("d{}/f{i}", i % 4)),
@@ -113,7 +107,11 @@ fn assert_same_index(a: &mut Index, b: &mut Index) {
         assert_eq!(a.contains(id).unwrap(), b.contains(id).unwrap());
     }
     for (p, _) in &packs {
-        assert_eq!(a.blobs_in_pack(p).unwrap(), b.blobs_in_pack(p).unwrap(), "pack {p}");
+        assert_eq!(
+            a.blobs_in_pack(p).unwrap(),
+            b.blobs_in_pack(p).unwrap(),
+            "pack {p}"
+        );
     }
     assert!(!b.has_base().unwrap(), "listing a pack's blobs made rows");
     assert_eq!(want, b.lookup_many(&ids).unwrap(), "lookups in the rows");
@@ -158,7 +156,10 @@ fn bulk_first_open_answers_like_absorbing_segment_by_segment() {
     let bulk_db = scratch.path().join("b.sqlite");
     let mut bulk = Index::open(&bulk_db).unwrap();
     let report = bulk.sync(backend.as_ref(), keys).unwrap();
-    assert_eq!(report.absorbed, 25, "24 synthetic segments and the real one");
+    assert_eq!(
+        report.absorbed, 25,
+        "24 synthetic segments and the real one"
+    );
     assert_eq!(report.bad.len(), 1, "{:?}", report.bad);
     assert!(report.bad[0].contains(&junk_name), "{:?}", report.bad);
     assert_eq!(bulk.blob_count().unwrap(), rows);
@@ -236,16 +237,30 @@ fn first_open_killed_midway_is_redone_by_the_next() {
             .args(["--json", "snapshots"])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(listed.as_array().unwrap().len(), 1);
         let dbs: Vec<_> = walk_sqlite(&cache);
         assert_eq!(dbs.len(), 1, "one cache database: {dbs:?}");
         let ix = Index::open(&dbs[0]).unwrap();
-        assert_eq!(ix.blob_count().unwrap(), rows, "after a kill at {delay_ms} ms");
-        assert_eq!(ix.packs().unwrap().len() as u64, 40 * 50 + 1 + real_packs(&t));
+        assert_eq!(
+            ix.blob_count().unwrap(),
+            rows,
+            "after a kill at {delay_ms} ms"
+        );
+        assert_eq!(
+            ix.packs().unwrap().len() as u64,
+            40 * 50 + 1 + real_packs(&t)
+        );
     }
-    assert!(killed_inside, "at least one kill landed before the load ended");
+    assert!(
+        killed_inside,
+        "at least one kill landed before the load ended"
+    );
     // And the repository's real snapshot restores from that cache.
     let repo = Repository::open(
         t.backend(),
@@ -271,4 +286,51 @@ fn walk_sqlite(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+fn base_blocks(cache: &Path) -> i64 {
+    let db = &walk_sqlite(cache)[0];
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.query_row("SELECT count(*) FROM blob_base", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A new client whose first open loaded a base prunes: prune needs every
+/// blob as a row, so the base becomes rows first; the pruned repository
+/// checks clean and the kept snapshot restores exactly.
+#[test]
+fn prune_after_a_bulk_first_open_turns_the_base_into_rows() {
+    let t = TestRepo::new();
+    let src = t.dir.path().join("src");
+    let repo = t.init();
+    for k in 0..18u64 {
+        write(
+            &src.join(format!("d{}/f{k}", k % 3)),
+            &rand_bytes(k, 20_000 + 1000 * k as usize),
+        );
+        lib_backup(&repo, &[&src]);
+    }
+    drop(repo);
+    let cache = t.dir.path().join("new-machine");
+    let cli = |args: &[&str]| {
+        let out = larder(&t.repo_path(), &cache).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{args:?}: {err}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let listed: serde_json::Value = serde_json::from_str(&cli(&["--json", "snapshots"])).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 18);
+    assert!(base_blocks(&cache) > 0, "the first open loaded a base");
+    cli(&["forget", "--keep-last", "2", "--prune"]);
+    assert_eq!(base_blocks(&cache), 0, "prune turned the base into rows");
+    let checked = cli(&["check", "--read-data"]);
+    assert!(checked.contains("no errors"), "{checked}");
+    let out = t.dir.path().join("out");
+    cli(&[
+        "restore",
+        &format!("latest:{}", src.display()),
+        "--target",
+        out.to_str().unwrap(),
+    ]);
+    assert_same_tree(&src, &out);
 }

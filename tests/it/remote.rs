@@ -743,6 +743,63 @@ fn s3_requests_per_command_are_few() {
 /// S3 credentials from the shared credentials file under `AWS_PROFILE`,
 /// as restic reads them, when the `AWS_*` key variables are unset; a
 /// profile that is not there is named in the error.
+/// A new machine restoring from a repository of many index segments (its
+/// first open loads them in bulk, as a base of sorted blocks, not as rows)
+/// still fetches the snapshot's trees a tree pack at a time: the packs
+/// table knows which packs hold only trees, and the pack's own header says
+/// where each tree is.
+#[test]
+fn s3_first_restore_after_a_bulk_load_fetches_trees_by_the_pack() {
+    let d = tempfile::tempdir().unwrap();
+    let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
+        return;
+    };
+    let proxy = FaultProxy::start(port);
+    proxy.faults.store(false, Ordering::SeqCst);
+    let tree = d.path().join("tree");
+    const DIRS: u64 = 60;
+    for i in 0..DIRS * 3 {
+        write(
+            &tree.join(format!("d{}/e{}/f{i}", i % DIRS, i % 2)),
+            &rand_bytes(i, 3000),
+        );
+    }
+    let repo = format!("s3:http://127.0.0.1:{}/larder-test/bulk", proxy.port);
+    let a = Client::new(&repo, &s3_env());
+    a.run(&["init"], 0);
+    let src = tree.to_str().unwrap();
+    // 20 backups, each with one more file: 20 index segments.
+    for k in 0..20u64 {
+        write(&tree.join(format!("d0/new{k}")), &rand_bytes(500 + k, 100));
+        a.run(&["-q", "backup", src], 0);
+    }
+    let b = Client::new(&repo, &s3_env());
+    proxy.reset_counts();
+    let target = b.dir.path().join("restored");
+    restore(&b, &tree, &target);
+    let (_, what) = proxy.counts();
+    assert_eq!(proxy.count("LIST index"), 1, "{what}");
+    let db = walkdir::WalkDir::new(b.dir.path().join("cache"))
+        .into_iter()
+        .flatten()
+        .find(|e| e.file_name() == "index.sqlite")
+        .unwrap()
+        .into_path();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let blocks: i64 = c
+        .query_row("SELECT count(*) FROM blob_base", [], |r| r.get(0))
+        .unwrap();
+    assert!(blocks > 0, "the first open loaded a base");
+    // 180 directories and their ancestors: one request each would be far
+    // more than the 21 data packs and the few tree packs that hold them.
+    let reads = proxy.count("GET packs");
+    assert!(
+        reads < DIRS,
+        "trees come a pack at a time, not one request per directory: {what}"
+    );
+    eprintln!("first restore after a bulk load: {reads} pack reads ({what})");
+}
+
 #[test]
 fn s3_credentials_from_a_profile() {
     let d = tempfile::tempdir().unwrap();

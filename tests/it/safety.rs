@@ -750,3 +750,47 @@ fn read_only_repository_reads_with_no_lock() {
         "nothing was written"
     );
 }
+
+/// `larder ls latest | head`: the reader of stdout goes away mid-listing.
+/// larder stops quietly with 141 (as a program SIGPIPE ended), prints no
+/// panic, and leaves no lock behind (the next command needs no unlock).
+#[test]
+fn a_closed_stdout_stops_the_listing_quietly() {
+    let t = cli_repo();
+    let src = t.dir.path().join("src");
+    for i in 0..3000 {
+        write(
+            &src.join(format!("d{}/file-with-a-long-name-{i:05}", i % 10)),
+            b"x",
+        );
+    }
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    cli(&repo, &cache, &["-q", "backup", path_str(&src)], 0);
+    let mut child = common::larder(&repo, &cache)
+        .args(["ls", "latest"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close the pipe with the listing (far more than a
+    // pipe buffer) unfinished.
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    let n = std::io::Read::read(&mut out, &mut first).unwrap();
+    assert!(n > 0);
+    drop(out);
+    let done = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(141), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
+    assert!(err.is_empty(), "nothing on stderr: {err}");
+    let (listed, _) = cli(&repo, &cache, &["ls", "latest"], 0);
+    assert_eq!(
+        listed.lines().filter(|l| l.contains("file-with")).count(),
+        3000
+    );
+    assert!(
+        t.backend().list(Kind::Lock).unwrap().is_empty(),
+        "no lock left behind"
+    );
+}
