@@ -99,7 +99,7 @@ pub(super) fn decode(r: &[u8]) -> Option<(i64, PackEntry)> {
 
 /// The first row of base block `rows` (sorted rows) whose blob is `id`.
 pub(super) fn find_in_block<'a>(rows: &'a [u8], id: &Id) -> Option<&'a [u8]> {
-    if rows.len() % REC != 0 {
+    if !rows.len().is_multiple_of(REC) {
         return None;
     }
     let n = rows.len() / REC;

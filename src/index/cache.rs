@@ -601,11 +601,16 @@ impl Index {
                 "SELECT rows FROM blob_base WHERE first <= ?1 ORDER BY first DESC LIMIT 1",
             )
             .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_row(params![&bulk::seek_key(id)[..]], |r| r.get::<_, Vec<u8>>(0))
+        // The block is searched where SQLite holds it (no copy: a backup
+        // asks this for every chunk, from several threads).
+        let found = st
+            .query_row(params![&bulk::seek_key(id)[..]], |r| {
+                let rows = r.get_ref(0)?.as_blob()?;
+                Ok(bulk::find_in_block(rows, id).and_then(bulk::decode))
+            })
             .optional()
             .map_err(|e| self.err(e))?;
-        Ok(rows.and_then(|rows| bulk::find_in_block(&rows, id).and_then(bulk::decode)))
+        Ok(found.flatten())
     }
 
     /// Whether the cache holds a base (blobs absorbed in bulk, kept as

@@ -32,7 +32,7 @@ fn synth_segment(first: u64, packs: u64, per_pack: u64) -> IndexSegment {
             let n = first + p * per_pack + b;
             let plain_len = 1000 + (n % 5000) as u32;
             blobs.push(PackEntry {
-                ty: if n % 7 == 0 {
+                ty: if n.is_multiple_of(7) {
                     BlobType::Tree
                 } else {
                     BlobType::Data
