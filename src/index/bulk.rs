@@ -125,27 +125,20 @@ pub(super) fn seek_key(id: &Id) -> [u8; 40] {
     k
 }
 
-/// Inserts one row into `blobs` (the prepared statement of [`load`]).
+/// Inserts one row into `blobs` (the prepared statement of [`load`]); a
+/// row that does not decode (it cannot: this module encoded it) is skipped.
 pub(super) fn insert(st: &mut rusqlite::CachedStatement<'_>, r: &Rec) -> rusqlite::Result<()> {
-    let u64_at = |a: usize| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&r[a..a + 8]);
-        b
-    };
-    let u32_at = |a: usize| {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(&r[a..a + 4]);
-        u32::from_le_bytes(b)
-    };
-    st.execute(params![
-        &r[..32],
-        u64::from_be_bytes(u64_at(32)) as i64,
-        r[40],
-        u64::from_le_bytes(u64_at(41)) as i64,
-        u32_at(49) as i64,
-        u32_at(53) as i64,
-        r[57]
-    ])?;
+    if let Some((pack, e)) = decode(r) {
+        st.execute(params![
+            e.id.0,
+            pack,
+            e.ty as u8,
+            e.offset as i64,
+            e.stored_len as i64,
+            e.plain_len as i64,
+            e.compression
+        ])?;
+    }
     Ok(())
 }
 
@@ -308,7 +301,7 @@ fn unnamed_file(dir: &Path) -> std::io::Result<File> {
     match opts().custom_flags(libc::O_TMPFILE).open(dir) {
         Ok(f) => Ok(f),
         Err(_) => {
-            let p = dir.join(format!(".bulk-{}-{}", std::process::id(), fastrand_u64()));
+            let p = dir.join(format!(".bulk-{}-{}", std::process::id(), nanos_now()));
             let f = opts().create_new(true).open(&p)?;
             std::fs::remove_file(&p)?;
             Ok(f)
@@ -316,8 +309,9 @@ fn unnamed_file(dir: &Path) -> std::io::Result<File> {
     }
 }
 
-/// A number unlikely to repeat between calls (the fallback file's name).
-fn fastrand_u64() -> u64 {
+/// The time in nanoseconds: with the process id, a name no other run
+/// uses at the same moment (the fallback file's name).
+fn nanos_now() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
