@@ -5,7 +5,7 @@
 //! `kill -9` in the middle (the load is one transaction).
 
 use crate::common::{TestRepo, larder};
-use crate::support::{assert_same_tree, lib_backup, lib_restore, rand_bytes, write};
+use crate::support::{assert_same_tree, cli, lib_backup, lib_restore, rand_bytes, write};
 use larder::Id;
 use larder::backend::{Backend, Kind};
 use larder::index::{Index, IndexPack, IndexSegment, read_segment, write_segment};
@@ -233,16 +233,8 @@ fn first_open_killed_midway_is_redone_by_the_next() {
         child.wait().unwrap();
         killed_inside |= !finished;
         // The next command on that cache completes the load.
-        let out = larder(&t.repo_path(), &cache)
-            .args(["--json", "snapshots"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (out, _) = cli(&t.repo_path(), &cache, &["--json", "snapshots"], 0);
+        let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(listed.as_array().unwrap().len(), 1);
         let dbs: Vec<_> = walk_sqlite(&cache);
         assert_eq!(dbs.len(), 1, "one cache database: {dbs:?}");
@@ -312,21 +304,16 @@ fn prune_after_a_bulk_first_open_turns_the_base_into_rows() {
     }
     drop(repo);
     let cache = t.dir.path().join("new-machine");
-    let cli = |args: &[&str]| {
-        let out = larder(&t.repo_path(), &cache).args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "{args:?}: {err}");
-        String::from_utf8_lossy(&out.stdout).to_string()
-    };
-    let listed: serde_json::Value = serde_json::from_str(&cli(&["--json", "snapshots"])).unwrap();
+    let run = |args: &[&str]| cli(&t.repo_path(), &cache, args, 0).0;
+    let listed: serde_json::Value = serde_json::from_str(&run(&["--json", "snapshots"])).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 18);
     assert!(base_blocks(&cache) > 0, "the first open loaded a base");
-    cli(&["forget", "--keep-last", "2", "--prune"]);
+    run(&["forget", "--keep-last", "2", "--prune"]);
     assert_eq!(base_blocks(&cache), 0, "prune turned the base into rows");
-    let checked = cli(&["check", "--read-data"]);
+    let checked = run(&["check", "--read-data"]);
     assert!(checked.contains("no errors"), "{checked}");
     let out = t.dir.path().join("out");
-    cli(&[
+    run(&[
         "restore",
         &format!("latest:{}", src.display()),
         "--target",
