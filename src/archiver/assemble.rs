@@ -50,6 +50,8 @@ pub(super) struct DirPrep {
     pub(super) node: Node,
     pub(super) old: Option<Node>,
     pub(super) old_tree: Option<Arc<Tree>>,
+    /// Whether the old node's tree blob was found in the index.
+    pub(super) subtree_known: bool,
 }
 
 /// The queue of events and the entries of the directories open in it.
@@ -182,6 +184,7 @@ impl Archiver<'_, '_> {
             mut node,
             old,
             old_tree,
+            subtree_known,
         } = prep;
         let mut tree = Tree { nodes: children };
         tree.canonicalize();
@@ -189,7 +192,7 @@ impl Archiver<'_, '_> {
             && o.kind == NodeKind::Dir
             && **ot == tree
             && let Some(sub) = o.subtree
-            && self.blobs.all_known(&[sub])?
+            && (subtree_known || self.blobs.all_known(&[sub])?)
         {
             node.subtree = Some(sub);
             self.summary.dirs_unmodified += 1;

@@ -85,6 +85,26 @@ impl<'r> BlobSink<'r> {
         self.repo.index()?.contains_all(&unsent)
     }
 
+    /// For each list of `lists`, whether all its blobs are stored (see
+    /// [`BlobSink::all_known`]); the index is asked once for all of them.
+    fn all_known_each(&self, lists: &[&[Id]]) -> Result<Vec<bool>> {
+        let ask: HashSet<Id> = lists
+            .iter()
+            .flat_map(|l| l.iter())
+            .filter(|id| !self.inflight.contains(id))
+            .copied()
+            .collect();
+        let ask: Vec<Id> = ask.into_iter().collect();
+        let found = self.repo.index()?.contained_among(&ask)?;
+        Ok(lists
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .all(|id| found.contains(id) || self.inflight.contains(id))
+            })
+            .collect())
+    }
+
     /// Forgets the sent blobs that have reached the index since: keeps
     /// memory flat however much a run stores.
     fn forget_indexed(&mut self) -> Result<()> {
@@ -172,6 +192,11 @@ impl<'r> SharedSink<'r> {
     /// See [`BlobSink::all_known`].
     pub(super) fn all_known(&self, ids: &[Id]) -> Result<bool> {
         self.lock()?.all_known(ids)
+    }
+
+    /// See [`BlobSink::all_known_each`].
+    pub(super) fn all_known_each(&self, lists: &[&[Id]]) -> Result<Vec<bool>> {
+        self.lock()?.all_known_each(lists)
     }
 
     /// See [`BlobSink::close`].

@@ -7,7 +7,8 @@
 //! parent's trees are loaded lazily, one per directory level.
 //!
 //! The parts, in the order data flows: [`walk`] (the tree walk and its
-//! nodes), [`exclude`] (what is left out), [`parent`] (the parent snapshot's
+//! nodes), [`ahead`] (directory listings read ahead of it), [`exclude`]
+//! (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`readers`] (the workers that read new and changed files while
 //! the walk goes on) and [`file`] (reading and chunking one file),
 //! [`blobs`] (hashing and deduplication), [`assemble`] (the walk's nodes
@@ -16,6 +17,7 @@
 //! paths); beside them runs [`scan`] (counting what there is, for progress
 //! totals). This file runs them and writes the snapshot.
 
+mod ahead;
 mod assemble;
 mod blobs;
 mod exclude;
@@ -309,6 +311,7 @@ fn walk_with_readers<'r>(
             jobs,
             assembly: Default::default(),
             zeros: Default::default(),
+            ahead: ahead::Ahead::spawn(s, readers::worker_count()),
         };
         let walked = root::walk_paths(&mut a, paths);
         let Archiver {
@@ -317,8 +320,10 @@ fn walk_with_readers<'r>(
             parent,
             jobs,
             assembly,
+            ahead,
             ..
         } = a;
+        drop(ahead);
         // The workers stop once the queue closes (each after its file);
         // after a failure they skip what is still queued.
         failed.store(walked.is_err(), Ordering::Relaxed);

@@ -6,6 +6,7 @@
 //! together in walk order as the files are read and stores trees bottom-up.
 
 use super::BackupOptions;
+use super::ahead::{self, Ahead, Listing, Pending};
 use super::assemble::{Assembly, DirPrep, Event, PendingFile};
 use super::blobs::{SharedSink, ZeroIds};
 use super::exclude::Excluder;
@@ -13,15 +14,25 @@ use super::parent::ParentTrees;
 use super::readers::ReadJob;
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::localfs::{self, Anchor, meta::Owners, meta::node_from_metadata};
+use crate::localfs::{self, meta::Owners, meta::node_from_metadata};
 use crate::pack::BlobType;
 use crate::progress::Progress;
 use crate::snapshot::Summary;
 use crate::tree::{Node, NodeKind, Tree};
 use crossbeam_channel::Sender;
+use std::collections::{HashSet, VecDeque};
+use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// An entry of a directory that the walk goes on to.
+struct Step {
+    name: OsString,
+    path: PathBuf,
+    fs_path: PathBuf,
+    md: std::fs::Metadata,
+}
 
 /// One backup's walk: its options, the parent's trees, the sink new blobs
 /// go to, and what it has counted and found so far.
@@ -43,6 +54,8 @@ pub(super) struct Archiver<'r, 'p> {
     pub(super) assembly: Assembly,
     /// For storing trees (never all zeros, so this stays empty).
     pub(super) zeros: ZeroIds,
+    /// The threads that list directories ahead of the walk.
+    pub(super) ahead: Ahead,
 }
 
 impl Archiver<'_, '_> {
@@ -84,7 +97,16 @@ impl Archiver<'_, '_> {
 
     /// Builds the node for one non-directory entry, or hands the file to
     /// the reading workers; either way it goes into the assembly.
-    fn entry_node(&mut self, path: &Path, fs_path: &Path, md: &std::fs::Metadata) -> Result<()> {
+    /// `known`: the parent's node of this name has all its chunks in the
+    /// index (asked for the whole directory at once, see
+    /// [`Archiver::known_in_parent`]).
+    fn entry_node(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        md: &std::fs::Metadata,
+        known: bool,
+    ) -> Result<()> {
         let (mut node, old, same) = self.base_node(path, fs_path, md)?;
         match node.kind {
             // A symlink's target cannot change without a new inode.
@@ -110,7 +132,7 @@ impl Archiver<'_, '_> {
                 if let Some(o) = &old
                     && !self.opts.force
                     && super::parent::same_file(o, &node)
-                    && self.blobs.all_known(&o.content)?
+                    && (known || self.blobs.all_known(&o.content)?)
                 {
                     node.content = o.content.clone();
                     self.summary.files_unmodified += 1;
@@ -142,8 +164,15 @@ impl Archiver<'_, '_> {
     }
 
     /// What a directory's node needs besides its entries, taken when the
-    /// walk leaves it: its metadata, and the parent snapshot's node and tree.
-    fn dir_prep(&mut self, path: &Path, fs_path: &Path, md: &std::fs::Metadata) -> Result<DirPrep> {
+    /// walk leaves it: its metadata, and the parent snapshot's node and tree
+    /// (`known`: that node's tree blob is in the index).
+    fn dir_prep(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        md: &std::fs::Metadata,
+        known: bool,
+    ) -> Result<DirPrep> {
         let (node, old, _) = self.base_node(path, fs_path, md)?;
         let old_tree = match &old {
             Some(o) if o.kind == NodeKind::Dir => self.parent.tree_of(path)?,
@@ -153,7 +182,40 @@ impl Archiver<'_, '_> {
             node,
             old,
             old_tree,
+            subtree_known: known,
         })
+    }
+
+    /// The names in the parent snapshot's tree of `dir` whose blobs are all
+    /// in the index (a file's chunks, a directory's tree blob), asked in one
+    /// read transaction for the whole directory: an unchanged file is then
+    /// taken over without a query of its own.
+    fn known_in_parent(&mut self, dir: &Path) -> Result<HashSet<Vec<u8>>> {
+        if self.opts.force {
+            return Ok(HashSet::new());
+        }
+        let Some(tree) = self.parent.tree_of(dir)? else {
+            return Ok(HashSet::new());
+        };
+        let nodes: Vec<&Node> = tree
+            .nodes
+            .iter()
+            .filter(|n| n.kind == NodeKind::File || n.subtree.is_some())
+            .collect();
+        let lists: Vec<&[Id]> = nodes
+            .iter()
+            .map(|n| match &n.subtree {
+                Some(sub) if n.kind == NodeKind::Dir => std::slice::from_ref(sub),
+                _ => n.content.as_slice(),
+            })
+            .collect();
+        let known = self.blobs.all_known_each(&lists)?;
+        Ok(nodes
+            .iter()
+            .zip(known)
+            .filter(|(_, k)| *k)
+            .map(|(n, _)| n.name.clone())
+            .collect())
     }
 
     pub(super) fn store_tree(&mut self, tree: &Tree) -> Result<Id> {
@@ -172,58 +234,67 @@ impl Archiver<'_, '_> {
             }
         };
         if md.is_dir() {
-            self.walk_dir(root, root, &md, md.dev())?;
+            self.walk_dir(root, root, &md, md.dev(), false, None)?;
         } else {
-            self.entry_node(root, root, &md)?;
+            self.entry_node(root, root, &md, false)?;
         }
         self.drain()
     }
 
     /// Backs up directory `path` and everything below it (depth first, in
     /// byte order of names) into the assembly. Excluded entries are pruned
-    /// before anything below them is read.
+    /// before anything below them is read. `known`: the parent snapshot's
+    /// tree blob of this directory is in the index. `listing`: its listing,
+    /// if it was asked for ahead.
     fn walk_dir(
         &mut self,
         path: &Path,
         fs_path: &Path,
         md: &std::fs::Metadata,
         root_dev: u64,
+        known: bool,
+        listing: Option<Pending>,
     ) -> Result<()> {
         self.push(Event::Open)?;
-        // Below a path longer than the kernel takes (PATH_MAX), entries are
-        // reached through this directory's descriptor: `/proc/self/fd/N/name`.
-        let mut anchor: Anchor = None;
-        match localfs::list_dir(fs_path) {
-            Ok(names) => {
-                for name in names {
+        let known_here = self.known_in_parent(path)?;
+        let listing = match listing {
+            Some(p) => p.take(fs_path),
+            None => ahead::list(fs_path),
+        };
+        match listing {
+            Ok(listing) => {
+                let steps = self.steps(path, listing, root_dev);
+                // The subdirectories to enter, asked for a window ahead.
+                let dirs: Vec<&Path> = steps
+                    .iter()
+                    .filter(|s| s.md.is_dir())
+                    .map(|s| s.fs_path.as_path())
+                    .collect();
+                let mut asked: VecDeque<Option<Pending>> = dirs
+                    .iter()
+                    .take(ahead::WINDOW)
+                    .map(|d| self.ahead.ask(d))
+                    .collect();
+                let mut next_ask = asked.len();
+                for st in &steps {
                     crate::interrupt::check()?;
-                    let child = path.join(&name);
-                    let child_fs_path =
-                        match localfs::child_path(fs_path, &None, &name, &mut anchor) {
-                            Ok((p, _)) => p,
-                            Err(e) => {
-                                self.warnings.push(format!("{}: {e}", child.display()));
-                                continue;
-                            }
-                        };
-                    let cmd = match child_fs_path.symlink_metadata() {
-                        Ok(m) => m,
-                        Err(e) => {
-                            // Vanished since the listing, or unreadable.
-                            self.warnings.push(format!("{}: {e}", child.display()));
-                            continue;
+                    let file_known = known_here.contains(st.name.as_bytes());
+                    if st.md.is_dir() {
+                        let pending = asked.pop_front().flatten();
+                        if let Some(d) = dirs.get(next_ask) {
+                            asked.push_back(self.ahead.ask(d));
+                            next_ask += 1;
                         }
-                    };
-                    if self.excluder.excluded(&child, &child_fs_path, cmd.is_dir()) {
-                        continue;
-                    }
-                    if cmd.is_dir() {
-                        if self.opts.one_file_system && cmd.dev() != root_dev {
-                            continue;
-                        }
-                        self.walk_dir(&child, &child_fs_path, &cmd, root_dev)?;
+                        self.walk_dir(
+                            &st.path,
+                            &st.fs_path,
+                            &st.md,
+                            root_dev,
+                            file_known,
+                            pending,
+                        )?;
                     } else {
-                        self.entry_node(&child, &child_fs_path, &cmd)?;
+                        self.entry_node(&st.path, &st.fs_path, &st.md, file_known)?;
                     }
                 }
             }
@@ -231,7 +302,38 @@ impl Archiver<'_, '_> {
                 .warnings
                 .push(format!("{}: cannot read directory: {e}", path.display())),
         }
-        let prep = self.dir_prep(path, fs_path, md)?;
+        drop(known_here);
+        let prep = self.dir_prep(path, fs_path, md, known)?;
         self.push(Event::Close(Box::new(prep)))
+    }
+
+    /// The entries of directory `path` the walk goes on to, in order: those
+    /// that could not be found are warned about, excluded ones left out,
+    /// and with `--one-file-system` so are directories on other devices.
+    fn steps(&mut self, path: &Path, listing: Listing, root_dev: u64) -> Vec<Step> {
+        let mut steps = Vec::with_capacity(listing.entries.len());
+        for e in listing.entries {
+            let child = path.join(&e.name);
+            let (child_fs_path, cmd) = match e.found {
+                Ok(found) => found,
+                Err(err) => {
+                    // Vanished since the listing, or unreadable.
+                    self.warnings.push(format!("{}: {err}", child.display()));
+                    continue;
+                }
+            };
+            if self.excluder.excluded(&child, &child_fs_path, cmd.is_dir())
+                || cmd.is_dir() && self.opts.one_file_system && cmd.dev() != root_dev
+            {
+                continue;
+            }
+            steps.push(Step {
+                name: e.name,
+                path: child,
+                fs_path: child_fs_path,
+                md: cmd,
+            });
+        }
+        steps
     }
 }

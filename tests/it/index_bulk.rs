@@ -106,6 +106,13 @@ fn assert_same_index(a: &mut Index, b: &mut Index) {
     for id in &ids {
         assert_eq!(a.contains(id).unwrap(), b.contains(id).unwrap());
     }
+    // Asked for all at once (as a backup asks for a directory's files):
+    // every stored blob, and not the one never stored.
+    let among = b.contained_among(&ids).unwrap();
+    let distinct: std::collections::HashSet<&Id> = ids.iter().collect();
+    assert_eq!(among.len(), distinct.len() - 1, "stored blobs in the base");
+    assert!(!among.contains(&fake_id("never stored", 1)));
+    assert_eq!(among, a.contained_among(&ids).unwrap());
     for (p, _) in &packs {
         assert_eq!(
             a.blobs_in_pack(p).unwrap(),

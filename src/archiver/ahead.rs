@@ -1,0 +1,193 @@
+//! Directory listings read ahead of the walk. Listing a directory and
+//! `lstat`-ing each entry is most of a warm backup's system time; the walk
+//! asks a small pool of threads for the listings of the subdirectories it
+//! is about to enter (a few at a time per directory, the newest request
+//! first, which is the order a depth-first walk needs them), and goes on
+//! with its own work meanwhile. The walk still decides what to enter and
+//! what to leave out; a listing it never takes is dropped. Outstanding
+//! requests are bounded by that window times the depth of the walk.
+
+use crate::localfs::{self, Anchor};
+use crossbeam_channel::{Receiver, Sender, bounded};
+use std::ffi::OsString;
+use std::fs::Metadata;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::Scope;
+
+/// Subdirectories of one directory asked for ahead of the walk.
+pub(super) const WINDOW: usize = 8;
+
+/// One entry of a listing: its name, and its path for the kernel with its
+/// metadata (or why they could not be had).
+pub(super) struct Entry {
+    pub(super) name: OsString,
+    pub(super) found: io::Result<(PathBuf, Metadata)>,
+}
+
+/// A directory's entries in byte order of names, each with its metadata.
+pub(super) struct Listing {
+    /// The descriptor long child paths go through (`/proc/self/fd/N/…`),
+    /// held while the entries are used.
+    pub(super) _anchor: Anchor,
+    pub(super) entries: Vec<Entry>,
+}
+
+/// Lists directory `fs_path` and `lstat`s each entry.
+pub(super) fn list(fs_path: &Path) -> io::Result<Listing> {
+    let names = localfs::list_dir(fs_path)?;
+    let mut anchor: Anchor = None;
+    let entries = names
+        .into_iter()
+        .map(|name| {
+            let found = localfs::child_path(fs_path, &None, &name, &mut anchor)
+                .and_then(|(p, _)| p.symlink_metadata().map(|md| (p, md)));
+            Entry { name, found }
+        })
+        .collect();
+    Ok(Listing {
+        _anchor: anchor,
+        entries,
+    })
+}
+
+/// A listing on its way: taken with [`Pending::take`].
+pub(super) struct Pending(Receiver<io::Result<Listing>>);
+
+impl Pending {
+    /// The listing, waiting for it; listed here if the pool has stopped.
+    pub(super) fn take(self, fs_path: &Path) -> io::Result<Listing> {
+        self.0.recv().unwrap_or_else(|_| list(fs_path))
+    }
+}
+
+struct Request {
+    fs_path: PathBuf,
+    reply: Sender<io::Result<Listing>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Served last in, first out.
+    stack: Vec<Request>,
+    closed: bool,
+}
+
+type Shared = Arc<(Mutex<Queue>, Condvar)>;
+
+/// The pool's handle: asks for listings; dropping it stops the threads
+/// (after the listing each is making).
+pub(super) struct Ahead {
+    shared: Shared,
+}
+
+impl Ahead {
+    /// Starts `threads` listing threads inside `scope`.
+    pub(super) fn spawn<'scope>(scope: &'scope Scope<'scope, '_>, threads: usize) -> Ahead {
+        let shared: Shared = Arc::default();
+        for _ in 0..threads {
+            let shared = Arc::clone(&shared);
+            scope.spawn(move || serve(&shared));
+        }
+        Ahead { shared }
+    }
+
+    /// Asks for the listing of directory `fs_path`. Paths that depend on a
+    /// descriptor of the asking walk (`/proc/self/fd/…`) are listed by the
+    /// walk itself: None.
+    pub(super) fn ask(&self, fs_path: &Path) -> Option<Pending> {
+        if fs_path.starts_with("/proc/self/fd") {
+            return None;
+        }
+        let (reply, rx) = bounded(1);
+        let (lock, cv) = &*self.shared;
+        let mut q = lock.lock().ok()?;
+        q.stack.push(Request {
+            fs_path: fs_path.to_path_buf(),
+            reply,
+        });
+        cv.notify_one();
+        Some(Pending(rx))
+    }
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.shared;
+        if let Ok(mut q) = lock.lock() {
+            q.closed = true;
+            q.stack.clear();
+        }
+        cv.notify_all();
+    }
+}
+
+/// One listing thread: takes the newest request, lists, answers.
+fn serve(shared: &Shared) {
+    let (lock, cv) = &**shared;
+    loop {
+        let req = {
+            let Ok(mut q) = lock.lock() else { return };
+            loop {
+                if q.closed {
+                    return;
+                }
+                if let Some(r) = q.stack.pop() {
+                    break r;
+                }
+                q = match cv.wait(q) {
+                    Ok(q) => q,
+                    Err(_) => return,
+                };
+            }
+        };
+        // The walk may have stopped waiting (it failed or skipped it).
+        let _ = req.reply.send(list(&req.fs_path));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listings_from_the_pool_match_listing_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["b", "a", "c"] {
+            std::fs::create_dir(dir.path().join(d)).unwrap();
+            for f in ["z", "y"] {
+                std::fs::write(dir.path().join(d).join(f), d.repeat(3)).unwrap();
+            }
+        }
+        let names = |l: &Listing| -> Vec<(OsString, u64)> {
+            l.entries
+                .iter()
+                .map(|e| (e.name.clone(), e.found.as_ref().unwrap().1.len()))
+                .collect()
+        };
+        std::thread::scope(|s| {
+            let ahead = Ahead::spawn(s, 2);
+            let asked: Vec<_> = ["a", "b", "c", "missing"]
+                .iter()
+                .map(|d| {
+                    let p = dir.path().join(d);
+                    (p.clone(), ahead.ask(&p).unwrap())
+                })
+                .collect();
+            for (p, pending) in asked {
+                match (pending.take(&p), list(&p)) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(names(&a), names(&b));
+                        assert_eq!(names(&a).len(), 2, "{}", p.display());
+                        assert_eq!(names(&a)[0].0, "y", "sorted by name");
+                    }
+                    (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
+                    _ => panic!("{}: the pool and the walk disagree", p.display()),
+                }
+            }
+            // A path through a descriptor is left to the walk.
+            assert!(ahead.ask(Path::new("/proc/self/fd/3/x")).is_none());
+        });
+    }
+}
