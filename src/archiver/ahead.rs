@@ -29,8 +29,8 @@ pub(super) struct Entry {
 /// A directory's entries in byte order of names, each with its metadata.
 pub(super) struct Listing {
     /// The descriptor long child paths go through (`/proc/self/fd/N/…`),
-    /// held while the entries are used.
-    pub(super) _anchor: Anchor,
+    /// held while the entries and anything below them are used.
+    pub(super) anchor: Anchor,
     pub(super) entries: Vec<Entry>,
 }
 
@@ -46,10 +46,7 @@ pub(super) fn list(fs_path: &Path) -> io::Result<Listing> {
             Entry { name, found }
         })
         .collect();
-    Ok(Listing {
-        _anchor: anchor,
-        entries,
-    })
+    Ok(Listing { anchor, entries })
 }
 
 /// A listing on its way: taken with [`Pending::take`].

@@ -6,7 +6,7 @@
 //! together in walk order as the files are read and stores trees bottom-up.
 
 use super::BackupOptions;
-use super::ahead::{self, Ahead, Listing, Pending};
+use super::ahead::{self, Ahead, Entry, Listing, Pending};
 use super::assemble::{Assembly, DirPrep, Event, PendingFile};
 use super::blobs::{SharedSink, ZeroIds};
 use super::exclude::Excluder;
@@ -263,7 +263,10 @@ impl Archiver<'_, '_> {
         };
         match listing {
             Ok(listing) => {
-                let steps = self.steps(path, listing, root_dev);
+                // Paths below a long one go through this descriptor: it
+                // stays open until the walk leaves the directory.
+                let Listing { anchor, entries } = listing;
+                let steps = self.steps(path, entries, root_dev);
                 // The subdirectories to enter, asked for a window ahead.
                 let dirs: Vec<&Path> = steps
                     .iter()
@@ -297,6 +300,7 @@ impl Archiver<'_, '_> {
                         self.entry_node(&st.path, &st.fs_path, &st.md, file_known)?;
                     }
                 }
+                drop(anchor);
             }
             Err(e) => self
                 .warnings
@@ -310,9 +314,9 @@ impl Archiver<'_, '_> {
     /// The entries of directory `path` the walk goes on to, in order: those
     /// that could not be found are warned about, excluded ones left out,
     /// and with `--one-file-system` so are directories on other devices.
-    fn steps(&mut self, path: &Path, listing: Listing, root_dev: u64) -> Vec<Step> {
-        let mut steps = Vec::with_capacity(listing.entries.len());
-        for e in listing.entries {
+    fn steps(&mut self, path: &Path, entries: Vec<Entry>, root_dev: u64) -> Vec<Step> {
+        let mut steps = Vec::with_capacity(entries.len());
+        for e in entries {
             let child = path.join(&e.name);
             let (child_fs_path, cmd) = match e.found {
                 Ok(found) => found,
