@@ -546,10 +546,17 @@ fn kill_loop_over_prune_loses_nothing() {
         landed >= 20,
         "only {landed} of 40 kills hit a running prune"
     );
-    cli(
+    let (last_prune, _) = cli(
         &t.repo_path(),
         &t.cache_path(),
-        &["prune", "--keep-delete", "0s", "--max-unused", "0%"],
+        &[
+            "--json",
+            "prune",
+            "--keep-delete",
+            "0s",
+            "--max-unused",
+            "0%",
+        ],
         0,
     );
     check_read_data(&t);
@@ -562,7 +569,7 @@ fn kill_loop_over_prune_loses_nothing() {
         for id in ids {
             assert!(
                 seen.insert(id),
-                "blob {id} stored twice (again in pack {p})"
+                "blob {id} stored twice (again in pack {p}); the last prune: {last_prune}"
             );
         }
     }
