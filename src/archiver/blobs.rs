@@ -74,19 +74,9 @@ impl<'r> BlobSink<'r> {
         Ok(())
     }
 
-    /// Whether every one of `ids` is stored: sent by this run, or in the
-    /// index (asked in one read transaction).
-    pub(super) fn all_known(&self, ids: &[Id]) -> Result<bool> {
-        let unsent: Vec<Id> = ids
-            .iter()
-            .filter(|id| !self.inflight.contains(id))
-            .copied()
-            .collect();
-        self.repo.index()?.contains_all(&unsent)
-    }
-
-    /// For each list of `lists`, whether all its blobs are stored (see
-    /// [`BlobSink::all_known`]); the index is asked once for all of them.
+    /// For each list of `lists`, whether all its blobs are stored: sent by
+    /// this run, or in the index (asked once for all of them, in one read
+    /// transaction).
     fn all_known_each(&self, lists: &[&[Id]]) -> Result<Vec<bool>> {
         let ask: HashSet<Id> = lists
             .iter()
@@ -189,9 +179,10 @@ impl<'r> SharedSink<'r> {
         Ok(id)
     }
 
-    /// See [`BlobSink::all_known`].
+    /// Whether every one of `ids` is stored (see
+    /// [`BlobSink::all_known_each`]).
     pub(super) fn all_known(&self, ids: &[Id]) -> Result<bool> {
-        self.lock()?.all_known(ids)
+        Ok(self.all_known_each(&[ids])?.iter().all(|&k| k))
     }
 
     /// See [`BlobSink::all_known_each`].

@@ -721,24 +721,6 @@ impl Index {
         Ok(found)
     }
 
-    /// Whether every one of `ids` is [`Index::contains`]ed, asked in one
-    /// read transaction.
-    pub fn contains_all(&self, ids: &[Id]) -> Result<bool> {
-        if ids.is_empty() {
-            return Ok(true);
-        }
-        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
-        let mut all = true;
-        for id in ids {
-            if !self.contains(id)? {
-                all = false;
-                break;
-            }
-        }
-        tx.finish().map_err(|e| self.err(e))?;
-        Ok(all)
-    }
-
     /// Number of indexed blobs (each copy counted).
     pub fn blob_count(&self) -> Result<u64> {
         self.conn
