@@ -1,14 +1,17 @@
 //! Directory listings read ahead of the walk. Listing a directory and
 //! `lstat`-ing each entry is most of a warm backup's system time; the walk
 //! asks a small pool of threads for the listings of the subdirectories it
-//! is about to enter (a few at a time per directory, the newest request
-//! first, which is the order a depth-first walk needs them), and goes on
-//! with its own work meanwhile. The walk still decides what to enter and
+//! is about to enter (a few at a time per directory), and goes on with its
+//! own work meanwhile. Requests are served in walk order (the smallest
+//! path by components first: a depth-first walk in byte order of names
+//! needs them in that order), so the directory the walk will wait for next
+//! is never queued behind the others. The walk still decides what to enter and
 //! what to leave out; a listing it never takes is dropped. Outstanding
 //! requests are bounded by that window times the depth of the walk.
 
 use crate::localfs::{self, Anchor};
 use crossbeam_channel::{Receiver, Sender, bounded};
+use std::collections::BinaryHeap;
 use std::ffi::OsString;
 use std::fs::Metadata;
 use std::io;
@@ -60,14 +63,37 @@ impl Pending {
 }
 
 struct Request {
+    /// The directory's path in the snapshot: the walk's order.
+    path: PathBuf,
     fs_path: PathBuf,
     reply: Sender<io::Result<Listing>>,
 }
 
+impl PartialEq for Request {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+impl Eq for Request {}
+
+impl PartialOrd for Request {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The heap serves its greatest: the first in walk order.
+impl Ord for Request {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.path.cmp(&self.path)
+    }
+}
+
 #[derive(Default)]
 struct Queue {
-    /// Served last in, first out.
-    stack: Vec<Request>,
+    /// Served first in walk order.
+    waiting: BinaryHeap<Request>,
     closed: bool,
 }
 
@@ -90,17 +116,18 @@ impl Ahead {
         Ahead { shared }
     }
 
-    /// Asks for the listing of directory `fs_path`. Paths that depend on a
-    /// descriptor of the asking walk (`/proc/self/fd/…`) are listed by the
-    /// walk itself: None.
-    pub(super) fn ask(&self, fs_path: &Path) -> Option<Pending> {
+    /// Asks for the listing of directory `path`, read through `fs_path`.
+    /// Paths that depend on a descriptor of the asking walk
+    /// (`/proc/self/fd/…`) are listed by the walk itself: None.
+    pub(super) fn ask(&self, path: &Path, fs_path: &Path) -> Option<Pending> {
         if fs_path.starts_with("/proc/self/fd") {
             return None;
         }
         let (reply, rx) = bounded(1);
         let (lock, cv) = &*self.shared;
         let mut q = lock.lock().ok()?;
-        q.stack.push(Request {
+        q.waiting.push(Request {
+            path: path.to_path_buf(),
             fs_path: fs_path.to_path_buf(),
             reply,
         });
@@ -114,13 +141,14 @@ impl Drop for Ahead {
         let (lock, cv) = &*self.shared;
         if let Ok(mut q) = lock.lock() {
             q.closed = true;
-            q.stack.clear();
+            q.waiting.clear();
         }
         cv.notify_all();
     }
 }
 
-/// One listing thread: takes the newest request, lists, answers.
+/// One listing thread: takes the first request in walk order, lists,
+/// answers.
 fn serve(shared: &Shared) {
     let (lock, cv) = &**shared;
     loop {
@@ -130,7 +158,7 @@ fn serve(shared: &Shared) {
                 if q.closed {
                     return;
                 }
-                if let Some(r) = q.stack.pop() {
+                if let Some(r) = q.waiting.pop() {
                     break r;
                 }
                 q = match cv.wait(q) {
@@ -169,7 +197,7 @@ mod tests {
                 .iter()
                 .map(|d| {
                     let p = dir.path().join(d);
-                    (p.clone(), ahead.ask(&p).unwrap())
+                    (p.clone(), ahead.ask(&p, &p).unwrap())
                 })
                 .collect();
             for (p, pending) in asked {
@@ -184,7 +212,28 @@ mod tests {
                 }
             }
             // A path through a descriptor is left to the walk.
-            assert!(ahead.ask(Path::new("/proc/self/fd/3/x")).is_none());
+            let fd = Path::new("/proc/self/fd/3/x");
+            assert!(ahead.ask(fd, fd).is_none());
         });
+    }
+
+    #[test]
+    fn requests_are_served_in_walk_order() {
+        // Asked in a scrambled order (a pool without threads keeps them
+        // all), they come out depth first in byte order of names: the
+        // order the walk will need them. Last in, first out would serve
+        // the last subdirectory of a batch first.
+        let asked = ["/b", "/a/z", "/c", "/a", "/b/a", "/a/b/c", "/a/b", "/ab"];
+        let served: Vec<PathBuf> = std::thread::scope(|s| {
+            let ahead = Ahead::spawn(s, 0);
+            let _pending: Vec<_> = asked
+                .iter()
+                .map(|p| ahead.ask(Path::new(p), Path::new(p)))
+                .collect();
+            let mut q = ahead.shared.0.lock().unwrap();
+            std::iter::from_fn(|| q.waiting.pop().map(|r| r.path)).collect()
+        });
+        let want = ["/a", "/a/b", "/a/b/c", "/a/z", "/ab", "/b", "/b/a", "/c"];
+        assert_eq!(served, want.map(PathBuf::from));
     }
 }

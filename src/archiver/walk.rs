@@ -268,15 +268,11 @@ impl Archiver<'_, '_> {
                 let Listing { anchor, entries } = listing;
                 let steps = self.steps(path, entries, root_dev);
                 // The subdirectories to enter, asked for a window ahead.
-                let dirs: Vec<&Path> = steps
-                    .iter()
-                    .filter(|s| s.md.is_dir())
-                    .map(|s| s.fs_path.as_path())
-                    .collect();
+                let dirs: Vec<&Step> = steps.iter().filter(|s| s.md.is_dir()).collect();
                 let mut asked: VecDeque<Option<Pending>> = dirs
                     .iter()
                     .take(ahead::WINDOW)
-                    .map(|d| self.ahead.ask(d))
+                    .map(|d| self.ahead.ask(&d.path, &d.fs_path))
                     .collect();
                 let mut next_ask = asked.len();
                 for st in &steps {
@@ -285,7 +281,7 @@ impl Archiver<'_, '_> {
                     if st.md.is_dir() {
                         let pending = asked.pop_front().flatten();
                         if let Some(d) = dirs.get(next_ask) {
-                            asked.push_back(self.ahead.ask(d));
+                            asked.push_back(self.ahead.ask(&d.path, &d.fs_path));
                             next_ask += 1;
                         }
                         self.walk_dir(
