@@ -410,6 +410,98 @@ fn partly_used_packs_are_repacked() {
     restore_equals(&t, &ids[0], &src, &src);
 }
 
+/// A prune killed between writing its deletion plan and the plan's holders
+/// object leaves a plan without holders. The next prune with
+/// `--keep-delete 0s` completes the plan and deletes its packs in the same
+/// run, even when it marks nothing new itself: afterwards no mark is left
+/// and no blob is stored twice (the repacked copies and the originals).
+#[test]
+fn a_plan_left_without_holders_is_finished_by_the_next_prune() {
+    let t = cli_repo();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for i in 0..60u64 {
+        write(&src.join(format!("f{i:02}")), &rand_bytes(900 + i, 60_000));
+    }
+    cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["backup", path_str(&src)],
+        0,
+    );
+    let first = snapshot_ids(&t);
+    for i in (0..60u64).step_by(2) {
+        fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
+    }
+    cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["backup", path_str(&src)],
+        0,
+    );
+    forget(&t, &first);
+    // Repacks and marks, deleting nothing yet.
+    let r = larder_json(
+        &t,
+        &["prune", "--keep-delete", "1d", "--max-unused", "0%"],
+        0,
+    );
+    assert!(r["plan"]["repack"]["packs"].as_u64().unwrap() > 0, "{r}");
+    // The state of a kill between the two objects: the holders are gone.
+    let repo = t.open().unwrap();
+    let marks = repo.backend().list(Kind::Mark).unwrap();
+    assert_eq!(marks.len(), 2, "a plan and its holders");
+    let holders: Vec<_> = marks
+        .iter()
+        .filter(|e| {
+            matches!(
+                larder::index::marks::read_mark(repo.backend(), repo.keys(), &e.name),
+                Ok(larder::index::marks::Mark::Holders(_))
+            )
+        })
+        .collect();
+    assert_eq!(holders.len(), 1);
+    fs::remove_file(t.repo_path().join("marks").join(&holders[0].name)).unwrap();
+    drop(repo);
+    assert!(
+        blobs_by_pack(&t).values().flatten().count()
+            > blobs_by_pack(&t)
+                .values()
+                .flatten()
+                .collect::<HashSet<_>>()
+                .len(),
+        "the repacked blobs are stored twice until the plan is swept"
+    );
+
+    let r = larder_json(
+        &t,
+        &["prune", "--keep-delete", "0s", "--max-unused", "0%"],
+        0,
+    );
+    assert_eq!(
+        r["plan"]["repack"]["packs"], 0,
+        "nothing new to repack: {r}"
+    );
+    assert!(
+        fs::read_dir(t.repo_path().join("marks"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "a mark is left: {r}"
+    );
+    let mut seen = HashSet::new();
+    for (p, ids) in blobs_by_pack(&t) {
+        for id in ids {
+            assert!(
+                seen.insert(id),
+                "blob {id} stored twice (again in {p}): {r}"
+            );
+        }
+    }
+    check_read_data(&t);
+    restore_equals(&t, &snapshot_ids(&t)[0], &src, &src);
+}
+
 /// A repository after many backups has many index segments; prune merges
 /// them into a few.
 #[test]

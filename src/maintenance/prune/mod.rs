@@ -298,7 +298,11 @@ pub fn prune_with_progress(
         report.plan_id = Some(marking::write_plan(repo, marked)?.to_hex());
         repo.sync_index()?;
     }
-    if opts.keep_delete.is_zero() && report.plan_id.is_some() {
+    // With no grace period, this run also deletes what it just marked, and
+    // what its first sweep left waiting: a plan whose holders it has just
+    // written (its prune was killed between the two objects) is due now.
+    let left_waiting = !report.sweep.waiting.is_empty();
+    if opts.keep_delete.is_zero() && (report.plan_id.is_some() || left_waiting) {
         let found = marking::find_marks(repo)?;
         report.immediate = Some(sweep::sweep(
             repo, &lock, grace, false, &found, &mut tally, true,
