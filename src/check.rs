@@ -326,7 +326,8 @@ fn check_snapshots(repo: &Repository, r: &mut CheckReport) -> Result<()> {
 }
 
 /// Checks one tree's nodes: directories have a subtree, files' chunks are
-/// indexed data blobs.
+/// indexed data blobs (looked up together, in one read transaction of the
+/// index: one per chunk took and dropped its lock each time).
 fn check_tree_nodes(
     repo: &Repository,
     tid: &Id,
@@ -334,17 +335,27 @@ fn check_tree_nodes(
     tree: &Tree,
     problems: &mut Vec<String>,
 ) -> Result<()> {
+    let chunks: Vec<Id> = tree
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::File)
+        .flat_map(|n| n.content.iter().copied())
+        .collect();
+    let mut found = repo.lookup_many(&chunks)?.into_iter();
+    let at = |n: &crate::tree::Node| format!("{path}/{}", n.name_lossy());
     for n in &tree.nodes {
-        let p = format!("{path}/{}", n.name_lossy());
         match n.kind {
             NodeKind::Dir if n.subtree.is_none() => {
-                problems.push(format!("tree {tid}: directory {p} has no subtree"))
+                problems.push(format!("tree {tid}: directory {} has no subtree", at(n)))
             }
             NodeKind::File => {
                 for c in &n.content {
-                    match repo.lookup(c)? {
+                    match found.next().flatten() {
                         Some(loc) if loc.entry.ty == BlobType::Data => {}
-                        _ => problems.push(format!("{p}: data blob {c} is missing from the index")),
+                        _ => problems.push(format!(
+                            "{}: data blob {c} is missing from the index",
+                            at(n)
+                        )),
                     }
                 }
             }

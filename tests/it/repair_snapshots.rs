@@ -188,6 +188,32 @@ fn assert_only_original_damaged(repo: &Path, cache: &Path, orig: &Id) {
     }
 }
 
+/// `check` names every file with a chunk the index does not have (and
+/// only those), by its path in the snapshot.
+#[test]
+fn check_names_each_file_whose_chunks_are_missing() {
+    let d = damaged_repo();
+    let mut c = common::larder(&d.t.repo_path(), &d.t.cache_path());
+    c.args(["--json", "check"]);
+    let (_, out, err) = run(c);
+    let rep: serde_json::Value = serde_json::from_str(out.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let mut named = BTreeSet::new();
+    for p in rep["problems"].as_array().unwrap() {
+        let p = p.as_str().unwrap();
+        if let Some((at, _)) = p.split_once(": data blob ") {
+            assert!(p.ends_with("is missing from the index"), "{p}");
+            let file = d
+                .damaged
+                .iter()
+                .find(|f| at.ends_with(f.as_str()))
+                .unwrap_or_else(|| panic!("{p}: not a damaged file"));
+            named.insert(file.clone());
+        }
+    }
+    assert_eq!(named, d.damaged, "{rep}");
+}
+
 #[test]
 fn a_snapshot_with_a_lost_pack_becomes_one_that_restores() {
     let d = damaged_repo();
