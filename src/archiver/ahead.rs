@@ -9,6 +9,7 @@
 //! what to leave out; a listing it never takes is dropped. Outstanding
 //! requests are bounded by that window times the depth of the walk.
 
+use super::exclude::DirRules;
 use crate::localfs::{self, Anchor};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::collections::BinaryHeap;
@@ -35,11 +36,24 @@ pub(super) struct Listing {
     /// held while the entries and anything below them are used.
     pub(super) anchor: Anchor,
     pub(super) entries: Vec<Entry>,
+    /// The directory is excluded by what it contains ([`DirRules`]).
+    pub(super) excluded: bool,
 }
 
-/// Lists directory `fs_path` and `lstat`s each entry.
-pub(super) fn list(fs_path: &Path) -> io::Result<Listing> {
+/// Lists directory `fs_path`, applies `rules` to it (from the names it
+/// has; none for a backed-up path itself) and, unless it is excluded,
+/// `lstat`s each entry.
+pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listing> {
     let names = localfs::list_dir(fs_path)?;
+    let excluded = rules
+        .is_some_and(|r| r.exclude_listed(fs_path, &names.iter().map(|n| n.as_os_str()).collect()));
+    if excluded {
+        return Ok(Listing {
+            anchor: None,
+            entries: Vec::new(),
+            excluded,
+        });
+    }
     let mut anchor: Anchor = None;
     let entries = names
         .into_iter()
@@ -49,7 +63,11 @@ pub(super) fn list(fs_path: &Path) -> io::Result<Listing> {
             Entry { name, found }
         })
         .collect();
-    Ok(Listing { anchor, entries })
+    Ok(Listing {
+        anchor,
+        entries,
+        excluded,
+    })
 }
 
 /// A listing on its way: taken with [`Pending::take`].
@@ -57,8 +75,8 @@ pub(super) struct Pending(Receiver<io::Result<Listing>>);
 
 impl Pending {
     /// The listing, waiting for it; listed here if the pool has stopped.
-    pub(super) fn take(self, fs_path: &Path) -> io::Result<Listing> {
-        self.0.recv().unwrap_or_else(|_| list(fs_path))
+    pub(super) fn take(self, fs_path: &Path, rules: &DirRules) -> io::Result<Listing> {
+        self.0.recv().unwrap_or_else(|_| list(fs_path, Some(rules)))
     }
 }
 
@@ -106,12 +124,17 @@ pub(super) struct Ahead {
 }
 
 impl Ahead {
-    /// Starts `threads` listing threads inside `scope`.
-    pub(super) fn spawn<'scope>(scope: &'scope Scope<'scope, '_>, threads: usize) -> Ahead {
+    /// Starts `threads` listing threads inside `scope`, applying `rules`.
+    pub(super) fn spawn<'scope>(
+        scope: &'scope Scope<'scope, '_>,
+        threads: usize,
+        rules: &DirRules,
+    ) -> Ahead {
         let shared: Shared = Arc::default();
         for _ in 0..threads {
             let shared = Arc::clone(&shared);
-            scope.spawn(move || serve(&shared));
+            let rules = rules.clone();
+            scope.spawn(move || serve(&shared, &rules));
         }
         Ahead { shared }
     }
@@ -149,7 +172,7 @@ impl Drop for Ahead {
 
 /// One listing thread: takes the first request in walk order, lists,
 /// answers.
-fn serve(shared: &Shared) {
+fn serve(shared: &Shared, rules: &DirRules) {
     let (lock, cv) = &**shared;
     loop {
         let req = {
@@ -168,7 +191,7 @@ fn serve(shared: &Shared) {
             }
         };
         // The walk may have stopped waiting (it failed or skipped it).
-        let _ = req.reply.send(list(&req.fs_path));
+        let _ = req.reply.send(list(&req.fs_path, Some(rules)));
     }
 }
 
@@ -192,7 +215,7 @@ mod tests {
                 .collect()
         };
         std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 2);
+            let ahead = Ahead::spawn(s, 2, &DirRules::default());
             let asked: Vec<_> = ["a", "b", "c", "missing"]
                 .iter()
                 .map(|d| {
@@ -201,7 +224,8 @@ mod tests {
                 })
                 .collect();
             for (p, pending) in asked {
-                match (pending.take(&p), list(&p)) {
+                let rules = DirRules::default();
+                match (pending.take(&p, &rules), list(&p, Some(&rules))) {
                     (Ok(a), Ok(b)) => {
                         assert_eq!(names(&a), names(&b));
                         assert_eq!(names(&a).len(), 2, "{}", p.display());
@@ -225,7 +249,7 @@ mod tests {
         // the last subdirectory of a batch first.
         let asked = ["/b", "/a/z", "/c", "/a", "/b/a", "/a/b/c", "/a/b", "/ab"];
         let served: Vec<PathBuf> = std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 0);
+            let ahead = Ahead::spawn(s, 0, &DirRules::default());
             let _pending: Vec<_> = asked
                 .iter()
                 .map(|p| ahead.ask(Path::new(p), Path::new(p)))

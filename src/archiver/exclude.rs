@@ -6,6 +6,8 @@
 use super::BackupOptions;
 use crate::error::{Error, Result};
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -31,8 +33,51 @@ pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<Str
 pub struct Excluder {
     by_name: GlobSet,
     by_path: GlobSet,
+    dirs: DirRules,
+}
+
+/// The rules that look inside a directory: `--exclude-if-present` marker
+/// files and `CACHEDIR.TAG` (with `--exclude-caches` any valid one, and
+/// always larder's own). The backup applies them to each directory it
+/// lists, from the names the listing has ([`DirRules::exclude_listed`]),
+/// so a directory without such a file costs no lookup at all.
+#[derive(Clone, Default)]
+pub(super) struct DirRules {
     if_present: Vec<String>,
     caches: bool,
+}
+
+const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
+
+impl DirRules {
+    /// Whether directory `fs_path` (a path the kernel accepts) is excluded
+    /// by what it contains.
+    pub(super) fn exclude(&self, fs_path: &Path) -> bool {
+        for f in &self.if_present {
+            if fs_path.join(f).symlink_metadata().is_ok() {
+                return true;
+            }
+        }
+        cachedir_tag(fs_path).is_some_and(|tag| self.caches || tag.larders)
+    }
+
+    /// [`DirRules::exclude`] for a directory whose entries are `names`: a
+    /// file is looked for only when its name is there (a marker given as a
+    /// path below the directory is looked up).
+    pub(super) fn exclude_listed(&self, fs_path: &Path, names: &HashSet<&OsStr>) -> bool {
+        for f in &self.if_present {
+            let present = if f.contains('/') {
+                fs_path.join(f).symlink_metadata().is_ok()
+            } else {
+                names.contains(OsStr::new(f))
+            };
+            if present {
+                return true;
+            }
+        }
+        names.contains(OsStr::new(CACHEDIR_TAG))
+            && cachedir_tag(fs_path).is_some_and(|tag| self.caches || tag.larders)
+    }
 }
 
 const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55";
@@ -63,8 +108,10 @@ impl Excluder {
             by_path: by_path
                 .build()
                 .map_err(|e| Error::Usage(format!("exclude patterns: {e}")))?,
-            if_present: o.exclude_if_present.clone(),
-            caches: o.exclude_caches,
+            dirs: DirRules {
+                if_present: o.exclude_if_present.clone(),
+                caches: o.exclude_caches,
+            },
         })
     }
 
@@ -85,22 +132,12 @@ impl Excluder {
     /// `path` is matched against the patterns; `fs_path` is where to look on disk
     /// (a path the kernel accepts, see [`crate::localfs::child_path`]).
     pub(super) fn excluded(&self, path: &Path, fs_path: &Path, is_dir: bool) -> bool {
-        if self.matches(path) {
-            return true;
-        }
-        if is_dir {
-            for f in &self.if_present {
-                if fs_path.join(f).symlink_metadata().is_ok() {
-                    return true;
-                }
-            }
-            if let Some(tag) = cachedir_tag(fs_path)
-                && (self.caches || tag.larders)
-            {
-                return true;
-            }
-        }
-        false
+        self.matches(path) || is_dir && self.dirs.exclude(fs_path)
+    }
+
+    /// The rules that look inside directories.
+    pub(super) fn dir_rules(&self) -> &DirRules {
+        &self.dirs
     }
 }
 
@@ -113,7 +150,7 @@ struct CacheTag {
 
 /// The directory's `CACHEDIR.TAG`, if it has a valid one.
 fn cachedir_tag(dir: &Path) -> Option<CacheTag> {
-    let f = File::open(dir.join("CACHEDIR.TAG")).ok()?;
+    let f = File::open(dir.join(CACHEDIR_TAG)).ok()?;
     let mut buf = Vec::with_capacity(256);
     std::io::Read::read_to_end(&mut std::io::Read::take(f, 256), &mut buf).ok()?;
     if !buf.starts_with(CACHEDIR_SIGNATURE) {
@@ -121,4 +158,65 @@ fn cachedir_tag(dir: &Path) -> Option<CacheTag> {
     }
     let larders = buf.windows(17).any(|w| w == b"created by larder");
     Some(CacheTag { larders })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deciding from a directory's names gives the same answers as looking
+    /// each file up, for every kind of marker and tag, with and without
+    /// `--exclude-caches`.
+    #[test]
+    fn listed_names_decide_as_lookups_do() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sig = String::from_utf8_lossy(CACHEDIR_SIGNATURE).into_owned();
+        let dirs: [(&str, &[(&str, String)]); 7] = [
+            ("plain", &[("a.txt", "x".into())]),
+            (
+                "ours",
+                &[(CACHEDIR_TAG, format!("{sig}\n# created by larder\n"))],
+            ),
+            ("theirs", &[(CACHEDIR_TAG, format!("{sig}\n# some tool\n"))]),
+            ("bad-tag", &[(CACHEDIR_TAG, "not a signature".into())]),
+            ("marked", &[(".nobackup", String::new())]),
+            ("deep-marker", &[("sub/.keepout", String::new())]),
+            ("empty", &[]),
+        ];
+        for (d, files) in &dirs {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+            for (f, text) in files.iter() {
+                let p = tmp.path().join(d).join(f);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, text).unwrap();
+            }
+        }
+        let mut excluded = Vec::new();
+        for caches in [false, true] {
+            let rules = DirRules {
+                if_present: vec![".nobackup".into(), "sub/.keepout".into()],
+                caches,
+            };
+            for (d, _) in &dirs {
+                let dir = tmp.path().join(d);
+                let names = crate::localfs::list_dir(&dir).unwrap();
+                let names: HashSet<&OsStr> = names.iter().map(|n| n.as_os_str()).collect();
+                let listed = rules.exclude_listed(&dir, &names);
+                assert_eq!(listed, rules.exclude(&dir), "{d}, caches {caches}");
+                if listed {
+                    excluded.push(format!("{d}{}", if caches { "+" } else { "" }));
+                }
+            }
+        }
+        let want = [
+            "ours",
+            "marked",
+            "deep-marker",
+            "ours+",
+            "theirs+",
+            "marked+",
+            "deep-marker+",
+        ];
+        assert_eq!(excluded, want);
+    }
 }

@@ -298,6 +298,7 @@ fn walk_with_readers<'r>(
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
         let jobs = readers::spawn(s, sink, chunker, progress, &failed);
+        let ahead = ahead::Ahead::spawn(s, readers::worker_count(), excluder.dir_rules());
         let mut a = Archiver {
             opts,
             blobs: sink,
@@ -311,7 +312,7 @@ fn walk_with_readers<'r>(
             jobs,
             assembly: Default::default(),
             zeros: Default::default(),
-            ahead: ahead::Ahead::spawn(s, readers::worker_count()),
+            ahead,
         };
         let walked = root::walk_paths(&mut a, paths);
         let Archiver {

@@ -26,6 +26,19 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+/// How the walk comes to a directory.
+enum Via {
+    /// It is a backed-up path.
+    Root,
+    /// It is an entry of the directory above. `known`: the parent
+    /// snapshot's tree blob of it is in the index; `listing`: its listing,
+    /// if it was asked for ahead.
+    Entry {
+        known: bool,
+        listing: Option<Pending>,
+    },
+}
+
 /// An entry of a directory that the walk goes on to.
 struct Step {
     name: OsString,
@@ -234,7 +247,7 @@ impl Archiver<'_, '_> {
             }
         };
         if md.is_dir() {
-            self.walk_dir(root, root, &md, md.dev(), false, None)?;
+            self.walk_dir(root, root, &md, md.dev(), Via::Root)?;
         } else {
             self.entry_node(root, root, &md, false)?;
         }
@@ -243,29 +256,40 @@ impl Archiver<'_, '_> {
 
     /// Backs up directory `path` and everything below it (depth first, in
     /// byte order of names) into the assembly. Excluded entries are pruned
-    /// before anything below them is read. `known`: the parent snapshot's
-    /// tree blob of this directory is in the index. `listing`: its listing,
-    /// if it was asked for ahead.
+    /// before anything below them is read; a directory excluded by what it
+    /// contains (a marker file, a cache tag: seen in its listing) adds
+    /// nothing, unless it is a backed-up path itself.
     fn walk_dir(
         &mut self,
         path: &Path,
         fs_path: &Path,
         md: &std::fs::Metadata,
         root_dev: u64,
-        known: bool,
-        listing: Option<Pending>,
+        via: Via,
     ) -> Result<()> {
-        self.push(Event::Open)?;
-        let known_here = self.known_in_parent(path)?;
-        let listing = match listing {
-            Some(p) => p.take(fs_path),
-            None => ahead::list(fs_path),
+        let (root, known, listing) = match via {
+            Via::Root => (true, false, None),
+            Via::Entry { known, listing } => (false, known, listing),
         };
+        // Asked before waiting for the listing, which is likely still
+        // being made (wasted only for a directory that turns out excluded).
+        let known_here = self.known_in_parent(path)?;
+        let rules = self.excluder.dir_rules();
+        let listing = match listing {
+            Some(p) => p.take(fs_path, rules),
+            None => ahead::list(fs_path, (!root).then_some(rules)),
+        };
+        if !root && matches!(&listing, Ok(l) if l.excluded) {
+            return Ok(());
+        }
+        self.push(Event::Open)?;
         match listing {
             Ok(listing) => {
                 // Paths below a long one go through this descriptor: it
                 // stays open until the walk leaves the directory.
-                let Listing { anchor, entries } = listing;
+                let Listing {
+                    anchor, entries, ..
+                } = listing;
                 let steps = self.steps(path, entries, root_dev);
                 // The subdirectories to enter, asked for a window ahead.
                 let dirs: Vec<&Step> = steps.iter().filter(|s| s.md.is_dir()).collect();
@@ -284,14 +308,11 @@ impl Archiver<'_, '_> {
                             asked.push_back(self.ahead.ask(&d.path, &d.fs_path));
                             next_ask += 1;
                         }
-                        self.walk_dir(
-                            &st.path,
-                            &st.fs_path,
-                            &st.md,
-                            root_dev,
-                            file_known,
-                            pending,
-                        )?;
+                        let via = Via::Entry {
+                            known: file_known,
+                            listing: pending,
+                        };
+                        self.walk_dir(&st.path, &st.fs_path, &st.md, root_dev, via)?;
                     } else {
                         self.entry_node(&st.path, &st.fs_path, &st.md, file_known)?;
                     }
@@ -322,7 +343,8 @@ impl Archiver<'_, '_> {
                     continue;
                 }
             };
-            if self.excluder.excluded(&child, &child_fs_path, cmd.is_dir())
+            // What a directory contains is looked at when it is listed.
+            if self.excluder.matches(&child)
                 || cmd.is_dir() && self.opts.one_file_system && cmd.dev() != root_dev
             {
                 continue;
