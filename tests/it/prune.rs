@@ -366,6 +366,33 @@ fn backups_run_beside_a_prune_but_two_prunes_do_not() {
     cli(&t.repo_path(), &t.cache_path(), &["prune"], 0);
 }
 
+/// Two backups of `src` (60 small files of seeded random bytes, `seed`
+/// onwards), every other file deleted before the second, and the first
+/// snapshot forgotten: many small files share packs, so each pack is left
+/// half used.
+fn half_used_packs(t: &TestRepo, src: &Path, seed: u64) {
+    for i in 0..60u64 {
+        write(&src.join(format!("f{i:02}")), &rand_bytes(seed + i, 60_000));
+    }
+    cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["backup", path_str(src)],
+        0,
+    );
+    let first = snapshot_ids(t);
+    for i in (0..60u64).step_by(2) {
+        fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
+    }
+    cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["backup", path_str(src)],
+        0,
+    );
+    forget(t, &first);
+}
+
 /// Partly used packs are repacked when they waste more than --max-unused:
 /// afterwards no pack holds unused data and everything restores.
 #[test]
@@ -373,28 +400,7 @@ fn partly_used_packs_are_repacked() {
     let t = cli_repo();
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
-    // Many small files share packs; keeping every other one leaves each
-    // pack half used.
-    for i in 0..60u64 {
-        write(&src.join(format!("f{i:02}")), &rand_bytes(700 + i, 60_000));
-    }
-    cli(
-        &t.repo_path(),
-        &t.cache_path(),
-        &["backup", path_str(&src)],
-        0,
-    );
-    let first = snapshot_ids(&t);
-    for i in (0..60u64).step_by(2) {
-        fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
-    }
-    cli(
-        &t.repo_path(),
-        &t.cache_path(),
-        &["backup", path_str(&src)],
-        0,
-    );
-    forget(&t, &first);
+    half_used_packs(&t, &src, 700);
     let r = larder_json(
         &t,
         &["prune", "--keep-delete", "0s", "--max-unused", "0%"],
@@ -420,26 +426,7 @@ fn a_plan_left_without_holders_is_finished_by_the_next_prune() {
     let t = cli_repo();
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
-    for i in 0..60u64 {
-        write(&src.join(format!("f{i:02}")), &rand_bytes(900 + i, 60_000));
-    }
-    cli(
-        &t.repo_path(),
-        &t.cache_path(),
-        &["backup", path_str(&src)],
-        0,
-    );
-    let first = snapshot_ids(&t);
-    for i in (0..60u64).step_by(2) {
-        fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
-    }
-    cli(
-        &t.repo_path(),
-        &t.cache_path(),
-        &["backup", path_str(&src)],
-        0,
-    );
-    forget(&t, &first);
+    half_used_packs(&t, &src, 900);
     // Repacks and marks, deleting nothing yet.
     let r = larder_json(
         &t,
