@@ -45,8 +45,7 @@ pub(super) struct Listing {
 /// `lstat`s each entry.
 pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listing> {
     let names = localfs::list_dir(fs_path)?;
-    let excluded = rules
-        .is_some_and(|r| r.exclude_listed(fs_path, &names.iter().map(|n| n.as_os_str()).collect()));
+    let excluded = rules.is_some_and(|r| r.exclude_listed(fs_path, &names));
     if excluded {
         return Ok(Listing {
             anchor: None,

@@ -6,8 +6,7 @@
 use super::BackupOptions;
 use crate::error::{Error, Result};
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use std::collections::HashSet;
-use std::ffi::OsStr;
+use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -51,32 +50,29 @@ const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
 
 impl DirRules {
     /// Whether directory `fs_path` (a path the kernel accepts) is excluded
-    /// by what it contains.
+    /// by what it contains, each file looked up.
     pub(super) fn exclude(&self, fs_path: &Path) -> bool {
-        for f in &self.if_present {
-            if fs_path.join(f).symlink_metadata().is_ok() {
-                return true;
-            }
-        }
-        cachedir_tag(fs_path).is_some_and(|tag| self.caches || tag.larders)
+        self.exclude_if(fs_path, |f| fs_path.join(f).symlink_metadata().is_ok())
     }
 
     /// [`DirRules::exclude`] for a directory whose entries are `names`: a
-    /// file is looked for only when its name is there (a marker given as a
-    /// path below the directory is looked up).
-    pub(super) fn exclude_listed(&self, fs_path: &Path, names: &HashSet<&OsStr>) -> bool {
-        for f in &self.if_present {
-            let present = if f.contains('/') {
+    /// file is opened only when its name is there (a marker given as a path
+    /// below the directory is looked up).
+    pub(super) fn exclude_listed(&self, fs_path: &Path, names: &[OsString]) -> bool {
+        self.exclude_if(fs_path, |f| {
+            if f.contains('/') {
                 fs_path.join(f).symlink_metadata().is_ok()
             } else {
-                names.contains(OsStr::new(f))
-            };
-            if present {
-                return true;
+                names.iter().any(|n| n == f)
             }
-        }
-        names.contains(OsStr::new(CACHEDIR_TAG))
-            && cachedir_tag(fs_path).is_some_and(|tag| self.caches || tag.larders)
+        })
+    }
+
+    /// The rules, with `present` saying whether the directory has a file.
+    fn exclude_if(&self, fs_path: &Path, present: impl Fn(&str) -> bool) -> bool {
+        self.if_present.iter().any(|f| present(f))
+            || present(CACHEDIR_TAG)
+                && cachedir_tag(fs_path).is_some_and(|tag| self.caches || tag.larders)
     }
 }
 
@@ -200,7 +196,6 @@ mod tests {
             for (d, _) in &dirs {
                 let dir = tmp.path().join(d);
                 let names = crate::localfs::list_dir(&dir).unwrap();
-                let names: HashSet<&OsStr> = names.iter().map(|n| n.as_os_str()).collect();
                 let listed = rules.exclude_listed(&dir, &names);
                 assert_eq!(listed, rules.exclude(&dir), "{d}, caches {caches}");
                 if listed {
