@@ -63,6 +63,15 @@ impl Differ<'_, '_> {
         self.repo.load_tree(id)
     }
 
+    /// Loads the two sides of a changed directory at once (two threads:
+    /// decoding a large tree is most of a diff's work).
+    fn load_pair(&mut self, a: &Id, b: &Id) -> Result<(Tree, Tree)> {
+        self.stats.trees_loaded += 2;
+        let repo = self.repo;
+        let (ta, tb) = rayon::join(|| repo.load_tree(a), || repo.load_tree(b));
+        Ok((ta?, tb?))
+    }
+
     fn emit(&mut self, path: String, modifier: char, changes: Vec<&'static str>) {
         (self.out)(&DiffEntry {
             path,
@@ -133,19 +142,21 @@ impl Differ<'_, '_> {
             self.whole_stats_only(y, true)?;
             return Ok(());
         }
-        let p = display_path(parent, y);
+        // Most nodes compared are unchanged: the path is built only for
+        // one that is reported or descended into.
         match x.kind {
             NodeKind::Dir => {
                 if self.metadata {
                     let ch = x.metadata_changes(y);
                     if !ch.is_empty() {
                         self.stats.metadata_changed += 1;
-                        self.emit(p.clone(), 'U', ch);
+                        self.emit(display_path(parent, y), 'U', ch);
                     }
                 }
                 if x.subtree != y.subtree {
+                    let p = display_path(parent, y);
                     let (ta, tb) = match (x.subtree, y.subtree) {
-                        (Some(a), Some(b)) => (self.load(&a)?, self.load(&b)?),
+                        (Some(a), Some(b)) => self.load_pair(&a, &b)?,
                         _ => return Err(Error::corrupt(&p, "directory without a tree")),
                     };
                     self.trees(p.trim_end_matches('/'), &ta, &tb)?;
@@ -155,7 +166,7 @@ impl Differ<'_, '_> {
                 let content_changed =
                     x.content != y.content || x.link_target != y.link_target || x.rdev != y.rdev;
                 if content_changed {
-                    self.emit(p, 'M', Vec::new());
+                    self.emit(display_path(parent, y), 'M', Vec::new());
                     if x.kind == NodeKind::File {
                         self.stats.files_changed += 1;
                     }
@@ -165,7 +176,7 @@ impl Differ<'_, '_> {
                     let ch = x.metadata_changes(y);
                     if !ch.is_empty() {
                         self.stats.metadata_changed += 1;
-                        self.emit(p, 'U', ch);
+                        self.emit(display_path(parent, y), 'U', ch);
                     }
                 }
             }
@@ -183,8 +194,19 @@ impl Differ<'_, '_> {
     }
 }
 
-/// Compares trees `a` and `b`, calling `out` for each changed path.
+/// Compares trees `a` and `b`, calling `out` for each changed path. The
+/// index lookups share one read transaction ([`Repository::reading`]).
 pub fn diff(
+    repo: &Repository,
+    a: Id,
+    b: Id,
+    metadata: bool,
+    out: &mut dyn FnMut(&DiffEntry),
+) -> Result<DiffStats> {
+    repo.reading(|| diff_trees(repo, a, b, metadata, out))
+}
+
+fn diff_trees(
     repo: &Repository,
     a: Id,
     b: Id,
@@ -200,8 +222,7 @@ pub fn diff(
         removed: HashSet::new(),
     };
     if a != b {
-        let ta = d.load(&a)?;
-        let tb = d.load(&b)?;
+        let (ta, tb) = d.load_pair(&a, &b)?;
         d.trees("", &ta, &tb)?;
     }
     let Differ {

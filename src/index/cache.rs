@@ -691,13 +691,52 @@ impl Index {
     /// Looks up many blobs inside one read transaction (one lock instead of
     /// one per query); the answers are in the order of `ids`.
     pub fn lookup_many(&self, ids: &[Id]) -> Result<Vec<Option<BlobLocation>>> {
-        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let tx = self.read_transaction()?;
         let out = ids
             .iter()
             .map(|id| self.lookup(id))
             .collect::<Result<Vec<_>>>()?;
-        tx.finish().map_err(|e| self.err(e))?;
+        self.finish_read(tx)?;
         Ok(out)
+    }
+
+    /// A read transaction for a run of queries, or `None` inside one
+    /// already open (a [`Index::begin_read`] scope).
+    fn read_transaction(&self) -> Result<Option<rusqlite::Transaction<'_>>> {
+        if !self.conn.is_autocommit() {
+            return Ok(None);
+        }
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        Ok(Some(tx))
+    }
+
+    fn finish_read(&self, tx: Option<rusqlite::Transaction<'_>>) -> Result<()> {
+        match tx {
+            Some(tx) => tx.finish().map_err(|e| self.err(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Opens a read transaction that the queries after it share until
+    /// [`Index::end_read`]: one shared lock of the database for a whole
+    /// read-only command (`diff` asks for thousands of blobs one at a
+    /// time, and each query alone takes and drops the lock). Readers in
+    /// WAL mode do not block writers; this one sees the cache as it was
+    /// when the scope began. Does nothing inside a transaction.
+    pub fn begin_read(&self) -> Result<bool> {
+        if !self.conn.is_autocommit() {
+            return Ok(false);
+        }
+        self.conn.execute_batch("BEGIN").map_err(|e| self.err(e))?;
+        Ok(true)
+    }
+
+    /// Ends the scope [`Index::begin_read`] opened.
+    pub fn end_read(&self) -> Result<()> {
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))
     }
 
     /// Whether blob `id` is stored in a pack that no deletion plan lists:
@@ -723,13 +762,13 @@ impl Index {
         if ids.is_empty() {
             return Ok(found);
         }
-        let tx = self.conn.unchecked_transaction().map_err(|e| self.err(e))?;
+        let tx = self.read_transaction()?;
         for id in ids {
             if self.contains(id)? {
                 found.insert(*id);
             }
         }
-        tx.finish().map_err(|e| self.err(e))?;
+        self.finish_read(tx)?;
         Ok(found)
     }
 
@@ -937,5 +976,50 @@ mod tests {
             "only for the miss"
         );
         assert_eq!(marked.get_status(StatementStatus::RePrepare), 0);
+    }
+
+    /// A read scope shares one transaction among the lookups inside it
+    /// (also those that open their own, which then do not), does not stop
+    /// another process writing, and sees the cache as it was when it began.
+    #[test]
+    fn a_read_scope_sees_one_state_and_blocks_no_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.sqlite");
+        let mut writer = Index::open(&path).unwrap();
+        writer
+            .absorb(&id("segment", 0), &one_pack_segment(0))
+            .unwrap();
+        let reader = Index::open(&path).unwrap();
+        assert!(reader.begin_read().unwrap());
+        assert!(!reader.begin_read().unwrap(), "already in one");
+        assert!(reader.lookup(&id("blob", 0)).unwrap().is_some());
+        writer
+            .absorb(&id("segment", 1), &one_pack_segment(1))
+            .unwrap();
+        let both = reader.lookup_many(&[id("blob", 0), id("blob", 1)]).unwrap();
+        assert!(both[0].is_some());
+        assert!(both[1].is_none(), "written after the scope began");
+        assert!(!reader.conn.is_autocommit(), "lookup_many kept the scope");
+        reader.end_read().unwrap();
+        assert!(reader.conn.is_autocommit());
+        assert!(reader.lookup(&id("blob", 1)).unwrap().is_some());
+        reader.end_read().unwrap();
+    }
+
+    fn one_pack_segment(n: u64) -> IndexSegment {
+        IndexSegment {
+            packs: vec![IndexPack {
+                id: id("pack", n),
+                size: 1_000,
+                blobs: vec![PackEntry {
+                    ty: BlobType::Data,
+                    id: id("blob", n),
+                    offset: 0,
+                    stored_len: 100,
+                    plain_len: 200,
+                    compression: 1,
+                }],
+            }],
+        }
     }
 }

@@ -404,6 +404,21 @@ impl Repository {
         self.index()?.lookup(id)
     }
 
+    /// Runs `f` with the index cache's lookups in one read transaction
+    /// ([`Index::begin_read`]), for read-only commands that look up blob
+    /// after blob. Nothing in `f` may write to the index cache.
+    pub fn reading<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let began = self.index()?.begin_read()?;
+        let out = f();
+        if began {
+            let ended = self.lock_index()?.end_read();
+            if out.is_ok() {
+                ended?;
+            }
+        }
+        out
+    }
+
     /// Looks up many blobs at once; the answers are in the order of `ids`.
     pub fn lookup_many(&self, ids: &[Id]) -> Result<Vec<Option<BlobLocation>>> {
         self.index()?.lookup_many(ids)
