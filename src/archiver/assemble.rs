@@ -195,6 +195,7 @@ impl Archiver<'_, '_> {
             && (subtree_known || self.blobs.all_known(&[sub])?)
         {
             node.subtree = Some(sub);
+            self.trees.note(sub);
             self.summary.dirs_unmodified += 1;
             self.last_tree = Some(tree);
             return Ok(node);

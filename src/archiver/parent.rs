@@ -24,12 +24,15 @@ pub fn same_file(old: &Node, new: &Node) -> bool {
         && old.inode == new.inode
 }
 
+/// `levels[d]` of [`ParentTrees`]: the absolute path of the directory of
+/// depth `d`, and its old tree with the tree's ID.
+type Level = (PathBuf, Option<(Id, Arc<Tree>)>);
+
 /// Lazily loaded trees of the parent snapshot, one per directory depth.
 pub(super) struct ParentTrees<'r> {
     repo: &'r Repository,
     root: Option<Id>,
-    /// `levels[d]` = (absolute dir path of depth d, its old tree).
-    levels: Vec<(PathBuf, Option<Arc<Tree>>)>,
+    levels: Vec<Level>,
     /// Parent trees that could not be loaded: what is below them is read
     /// again as if new.
     pub(super) unreadable: Vec<String>,
@@ -47,6 +50,11 @@ impl<'r> ParentTrees<'r> {
 
     /// The parent snapshot's tree of absolute directory `dir`.
     pub(super) fn tree_of(&mut self, dir: &Path) -> Result<Option<Arc<Tree>>> {
+        Ok(self.tree_with_id(dir)?.map(|(_, t)| t))
+    }
+
+    /// The parent snapshot's tree of absolute directory `dir`, with its ID.
+    pub(super) fn tree_with_id(&mut self, dir: &Path) -> Result<Option<(Id, Arc<Tree>)>> {
         let Some(root) = self.root else {
             return Ok(None);
         };
@@ -82,9 +90,9 @@ impl<'r> ParentTrees<'r> {
 
     /// Loads the parent's tree `id` of `dir`; one that cannot be loaded is
     /// noted and treated as absent, so its files are read again.
-    fn load(&mut self, id: &Id, dir: &Path) -> Option<Arc<Tree>> {
+    fn load(&mut self, id: &Id, dir: &Path) -> Option<(Id, Arc<Tree>)> {
         match self.repo.load_tree(id) {
-            Ok(t) => Some(Arc::new(t)),
+            Ok(t) => Some((*id, Arc::new(t))),
             Err(e) => {
                 self.unreadable.push(format!(
                     "{}: the parent snapshot's tree cannot be read ({e}); its files are read again",

@@ -39,6 +39,44 @@ enum Via {
     },
 }
 
+/// Which entries of the parent snapshot's tree of a directory have all
+/// their blobs in the index. Asked only about a name together with the
+/// parent's node of that name.
+enum KnownHere {
+    /// All of them: the tree is recorded as checked.
+    All,
+    /// The names found so.
+    Names(HashSet<Vec<u8>>),
+}
+
+impl KnownHere {
+    fn contains(&self, name: &[u8]) -> bool {
+        match self {
+            KnownHere::All => true,
+            KnownHere::Names(n) => n.contains(name),
+        }
+    }
+}
+
+/// The trees of the snapshot a backup makes (stored or taken over from the
+/// parent), recorded as checked in the index once the snapshot is saved:
+/// every blob they refer to is then in the index. At most [`Self::LIMIT`]
+/// are kept (32 bytes each): a larger tree records only its first ones.
+#[derive(Default)]
+pub(super) struct NewTrees {
+    pub(super) ids: Vec<Id>,
+}
+
+impl NewTrees {
+    const LIMIT: usize = 1 << 20;
+
+    pub(super) fn note(&mut self, id: Id) {
+        if self.ids.len() < Self::LIMIT {
+            self.ids.push(id);
+        }
+    }
+}
+
 /// An entry of a directory that the walk goes on to.
 struct Step {
     name: OsString,
@@ -69,6 +107,8 @@ pub(super) struct Archiver<'r, 'p> {
     pub(super) zeros: ZeroIds,
     /// The threads that list directories ahead of the walk.
     pub(super) ahead: Ahead,
+    /// The trees of the new snapshot.
+    pub(super) trees: NewTrees,
 }
 
 impl Archiver<'_, '_> {
@@ -200,16 +240,21 @@ impl Archiver<'_, '_> {
     }
 
     /// The names in the parent snapshot's tree of `dir` whose blobs are all
-    /// in the index (a file's chunks, a directory's tree blob), asked in one
-    /// read transaction for the whole directory: an unchanged file is then
+    /// in the index (a file's chunks, a directory's tree blob): all of them
+    /// if the index has that tree recorded as checked
+    /// ([`crate::index::Index::tree_checked`], one query), else asked in one
+    /// read transaction for the whole directory. An unchanged file is then
     /// taken over without a query of its own.
-    fn known_in_parent(&mut self, dir: &Path) -> Result<HashSet<Vec<u8>>> {
+    fn known_in_parent(&mut self, dir: &Path) -> Result<KnownHere> {
         if self.opts.force {
-            return Ok(HashSet::new());
+            return Ok(KnownHere::Names(HashSet::new()));
         }
-        let Some(tree) = self.parent.tree_of(dir)? else {
-            return Ok(HashSet::new());
+        let Some((tree_id, tree)) = self.parent.tree_with_id(dir)? else {
+            return Ok(KnownHere::Names(HashSet::new()));
         };
+        if self.blobs.tree_checked(&tree_id)? {
+            return Ok(KnownHere::All);
+        }
         let nodes: Vec<&Node> = tree
             .nodes
             .iter()
@@ -223,17 +268,21 @@ impl Archiver<'_, '_> {
             })
             .collect();
         let known = self.blobs.all_known_each(&lists)?;
-        Ok(nodes
-            .iter()
-            .zip(known)
-            .filter(|(_, k)| *k)
-            .map(|(n, _)| n.name.clone())
-            .collect())
+        Ok(KnownHere::Names(
+            nodes
+                .iter()
+                .zip(known)
+                .filter(|(_, k)| *k)
+                .map(|(n, _)| n.name.clone())
+                .collect(),
+        ))
     }
 
     pub(super) fn store_tree(&mut self, tree: &Tree) -> Result<Id> {
         let bytes = tree.encode()?;
-        self.blobs.store(&mut self.zeros, BlobType::Tree, &bytes)
+        let id = self.blobs.store(&mut self.zeros, BlobType::Tree, &bytes)?;
+        self.trees.note(id);
+        Ok(id)
     }
 
     /// Backs up one absolute path; returns its node (None if excluded or

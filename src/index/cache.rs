@@ -55,7 +55,7 @@ pub struct Index {
 
 /// The layout version of the cache database (`PRAGMA user_version`). A
 /// cache of another version is emptied and rebuilt: it is only a cache.
-const CACHE_VERSION: i64 = 4;
+const CACHE_VERSION: i64 = 5;
 
 /// How long a process waits for another's write to the cache (a rebuild
 /// of a large index takes minutes) before giving up.
@@ -75,7 +75,20 @@ PRAGMA cache_size=-4096;
 /// indexed another's orphan pack, a repair, a compaction): `pack_segments`
 /// records each listing, and a pack lives as long as one remains. A blob
 /// may be stored in several packs: `blobs` has a row per copy.
+///
+/// `removals` counts the changes that can take a blob out of what
+/// [`Index::contains`] answers: a pack forgotten, a pack marked for
+/// deletion. Triggers keep the count, whatever statement makes the change
+/// (a copy of a blob leaves the cache only with its pack, and is marked
+/// only when its pack is). `checked_trees` holds tree blobs whose every
+/// blob (a file's chunks, a subdirectory's tree) was in the index at the
+/// count recorded beside it: while the count is unchanged, that still
+/// holds ([`Index::tree_checked`]).
 const SCHEMA: &str = "
+DROP TRIGGER IF EXISTS packs_forgotten;
+DROP TRIGGER IF EXISTS packs_marked;
+DROP TABLE IF EXISTS checked_trees;
+DROP TABLE IF EXISTS removals;
 DROP TABLE IF EXISTS blobs;
 DROP TABLE IF EXISTS blob_base;
 DROP INDEX IF EXISTS blob_base_by_first;
@@ -121,6 +134,13 @@ CREATE TABLE marked_packs(
   PRIMARY KEY(pack, mark)
 ) WITHOUT ROWID;
 CREATE INDEX marked_packs_by_mark ON marked_packs(mark);
+CREATE TABLE removals(n INTEGER NOT NULL);
+INSERT INTO removals(n) VALUES (0);
+CREATE TABLE checked_trees(id BLOB PRIMARY KEY, removals INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER packs_forgotten AFTER DELETE ON packs
+  BEGIN UPDATE removals SET n = n + 1; END;
+CREATE TRIGGER packs_marked AFTER INSERT ON marked_packs
+  BEGIN UPDATE removals SET n = n + 1; END;
 ";
 
 /// The secondary indexes of `blobs` (by pack, and the marked copies by
@@ -772,6 +792,65 @@ impl Index {
         Ok(found)
     }
 
+    /// The count of removals (packs forgotten or marked) this cache has
+    /// seen: read before a backup's first question to the index, and given
+    /// back to [`Index::record_checked_trees`] at its end.
+    pub fn removals(&self) -> Result<i64> {
+        self.conn
+            .prepare_cached("SELECT n FROM removals")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Whether every blob tree `id` refers to directly (its files' chunks,
+    /// its subdirectories' trees) is in the index: recorded so by a backup,
+    /// and no pack forgotten or marked since. A backup then takes over the
+    /// unchanged files of a directory whose parent tree this is without
+    /// asking for each chunk.
+    pub fn tree_checked(&self, id: &Id) -> Result<bool> {
+        self.conn
+            .prepare_cached(
+                "SELECT 1 FROM checked_trees c, removals r
+                 WHERE c.id = ?1 AND c.removals = r.n",
+            )
+            .and_then(|mut st| st.exists(params![id.0]))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Records `trees` as checked ([`Index::tree_checked`]), as of
+    /// `removals` (the count read before anything about them was asked):
+    /// nothing is recorded if a pack was forgotten or marked since, and
+    /// records of earlier counts, which no longer hold, are dropped.
+    /// Returns whether it recorded them.
+    pub fn record_checked_trees(&mut self, trees: &[Id], removals: i64) -> Result<bool> {
+        let path = self.path.clone();
+        let sq = |e| Error::sqlite(&path, e);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sq)?;
+        let now: i64 = tx
+            .query_row("SELECT n FROM removals", [], |r| r.get(0))
+            .map_err(sq)?;
+        if now != removals {
+            return Ok(false);
+        }
+        tx.execute("DELETE FROM checked_trees WHERE removals != ?1", [now])
+            .map_err(sq)?;
+        {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO checked_trees(id, removals) VALUES (?1, ?2)",
+                )
+                .map_err(sq)?;
+            for t in trees {
+                ins.execute(params![t.0, now]).map_err(sq)?;
+            }
+        }
+        tx.commit().map_err(sq)?;
+        Ok(true)
+    }
+
     /// Number of indexed blobs (each copy counted).
     pub fn blob_count(&self) -> Result<u64> {
         self.conn
@@ -1021,5 +1100,61 @@ mod tests {
                 }],
             }],
         }
+    }
+
+    /// A checked tree stays checked while blobs are only added, and stops
+    /// being so when a pack is marked for deletion or forgotten (by
+    /// whatever statement), or the cache is cleared.
+    #[test]
+    fn checked_trees_hold_until_a_pack_is_marked_or_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = Index::open(&dir.path().join("index.sqlite")).unwrap();
+        let tree = id("tree", 0);
+        idx.absorb(&id("segment", 0), &one_pack_segment(0)).unwrap();
+        let r0 = idx.removals().unwrap();
+        assert!(!idx.tree_checked(&tree).unwrap(), "nothing recorded yet");
+        assert!(idx.record_checked_trees(&[tree], r0).unwrap());
+        assert!(idx.tree_checked(&tree).unwrap());
+        assert!(!idx.tree_checked(&id("tree", 1)).unwrap());
+
+        // Adding blobs changes nothing.
+        idx.absorb(&id("segment", 1), &one_pack_segment(1)).unwrap();
+        assert_eq!(idx.removals().unwrap(), r0);
+        assert!(idx.tree_checked(&tree).unwrap());
+
+        // A deletion plan marks a pack.
+        idx.conn
+            .execute(
+                "INSERT INTO marked_packs(pack, mark) VALUES (?1, ?2)",
+                params![id("pack", 0).0, id("mark", 0).0],
+            )
+            .unwrap();
+        assert!(idx.removals().unwrap() > r0);
+        assert!(!idx.tree_checked(&tree).unwrap(), "a pack was marked");
+        // A count read before the mark records nothing.
+        assert!(!idx.record_checked_trees(&[tree], r0).unwrap());
+        assert!(!idx.tree_checked(&tree).unwrap());
+
+        // Recorded again, then a segment (and its pack) forgotten.
+        let r1 = idx.removals().unwrap();
+        assert!(idx.record_checked_trees(&[tree], r1).unwrap());
+        assert!(idx.tree_checked(&tree).unwrap());
+        idx.forget_segments(&[id("segment", 1)]).unwrap();
+        assert!(idx.lookup(&id("blob", 1)).unwrap().is_none());
+        assert!(!idx.tree_checked(&tree).unwrap(), "a pack was forgotten");
+
+        // Recorded again, then the cache cleared.
+        let r2 = idx.removals().unwrap();
+        assert!(idx.record_checked_trees(&[tree], r2).unwrap());
+        idx.clear().unwrap();
+        assert!(!idx.tree_checked(&tree).unwrap(), "the cache was cleared");
+        // Records of an old count are dropped by the next recording.
+        let r3 = idx.removals().unwrap();
+        assert!(idx.record_checked_trees(&[id("tree", 1)], r3).unwrap());
+        let rows: i64 = idx
+            .conn
+            .query_row("SELECT count(*) FROM checked_trees", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 1);
     }
 }
