@@ -136,7 +136,11 @@ CREATE TABLE marked_packs(
 CREATE INDEX marked_packs_by_mark ON marked_packs(mark);
 CREATE TABLE removals(n INTEGER NOT NULL);
 INSERT INTO removals(n) VALUES (0);
-CREATE TABLE checked_trees(id BLOB PRIMARY KEY, removals INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE checked_trees(
+  removals INTEGER NOT NULL,
+  id BLOB NOT NULL,
+  PRIMARY KEY(removals, id)
+) WITHOUT ROWID;
 CREATE TRIGGER packs_forgotten AFTER DELETE ON packs
   BEGIN UPDATE removals SET n = n + 1; END;
 CREATE TRIGGER packs_marked AFTER INSERT ON marked_packs
@@ -810,8 +814,8 @@ impl Index {
     pub fn tree_checked(&self, id: &Id) -> Result<bool> {
         self.conn
             .prepare_cached(
-                "SELECT 1 FROM checked_trees c, removals r
-                 WHERE c.id = ?1 AND c.removals = r.n",
+                "SELECT 1 FROM checked_trees
+                 WHERE removals = (SELECT n FROM removals) AND id = ?1",
             )
             .and_then(|mut st| st.exists(params![id.0]))
             .map_err(|e| self.err(e))
@@ -835,16 +839,17 @@ impl Index {
         if now != removals {
             return Ok(false);
         }
-        tx.execute("DELETE FROM checked_trees WHERE removals != ?1", [now])
+        // The count only grows: older records are a range of the key.
+        tx.execute("DELETE FROM checked_trees WHERE removals < ?1", [now])
             .map_err(sq)?;
         {
+            // A tree recorded already (a directory backed up again
+            // unchanged) is not written again.
             let mut ins = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO checked_trees(id, removals) VALUES (?1, ?2)",
-                )
+                .prepare_cached("INSERT OR IGNORE INTO checked_trees(removals, id) VALUES (?1, ?2)")
                 .map_err(sq)?;
             for t in trees {
-                ins.execute(params![t.0, now]).map_err(sq)?;
+                ins.execute(params![now, t.0]).map_err(sq)?;
             }
         }
         tx.commit().map_err(sq)?;
