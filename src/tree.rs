@@ -179,10 +179,14 @@ impl Tree {
 
     /// The node named `name`.
     pub fn find(&self, name: &[u8]) -> Option<&Node> {
+        self.position(name).map(|i| &self.nodes[i])
+    }
+
+    /// Where the node named `name` is in `nodes`.
+    pub fn position(&self, name: &[u8]) -> Option<usize> {
         self.nodes
             .binary_search_by(|n| n.name.as_slice().cmp(name))
             .ok()
-            .map(|i| &self.nodes[i])
     }
 }
 

@@ -48,7 +48,7 @@ pub(super) struct PendingFile {
 /// and tree of it.
 pub(super) struct DirPrep {
     pub(super) node: Node,
-    pub(super) old: Option<Node>,
+    pub(super) old: Option<super::parent::OldNode>,
     pub(super) old_tree: Option<Arc<Tree>>,
     /// Whether the old node's tree blob was found in the index.
     pub(super) subtree_known: bool,

@@ -24,6 +24,23 @@ pub fn same_file(old: &Node, new: &Node) -> bool {
         && old.inode == new.inode
 }
 
+/// A node of the parent snapshot, in place: its tree (shared) and its
+/// position there. The walk asks for one per entry; a copy of each would
+/// cost several allocations.
+#[derive(Clone)]
+pub(super) struct OldNode {
+    tree: Arc<Tree>,
+    at: usize,
+}
+
+impl std::ops::Deref for OldNode {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        &self.tree.nodes[self.at]
+    }
+}
+
 /// `levels[d]` of [`ParentTrees`]: the absolute path of the directory of
 /// depth `d`, and its old tree with the tree's ID.
 type Level = (PathBuf, Option<(Id, Arc<Tree>)>);
@@ -58,6 +75,13 @@ impl<'r> ParentTrees<'r> {
         let Some(root) = self.root else {
             return Ok(None);
         };
+        // Asked for each entry of the directory the walk is in: mostly the
+        // deepest one held.
+        if let Some((p, t)) = self.levels.last()
+            && p == dir
+        {
+            return Ok(t.clone());
+        }
         let comps = components(dir);
         let depth = comps.len();
         if let Some((p, t)) = self.levels.get(depth)
@@ -103,12 +127,14 @@ impl<'r> ParentTrees<'r> {
         }
     }
 
-    pub(super) fn node_of(&mut self, path: &Path) -> Result<Option<Node>> {
+    /// The parent snapshot's node of absolute path `path`.
+    pub(super) fn node_of(&mut self, path: &Path) -> Result<Option<OldNode>> {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Ok(None);
         };
-        Ok(self
-            .tree_of(parent)?
-            .and_then(|t| t.find(name.as_bytes()).cloned()))
+        Ok(self.tree_of(parent)?.and_then(|tree| {
+            let at = tree.position(name.as_bytes())?;
+            Some(OldNode { tree, at })
+        }))
     }
 }

@@ -10,7 +10,7 @@ use super::ahead::{self, Ahead, Entry, Listing, Pending};
 use super::assemble::{Assembly, DirPrep, Event, PendingFile};
 use super::blobs::{SharedSink, ZeroIds};
 use super::exclude::Excluder;
-use super::parent::ParentTrees;
+use super::parent::{OldNode, ParentTrees};
 use super::readers::ReadJob;
 use crate::error::{Error, Result};
 use crate::id::Id;
@@ -131,14 +131,14 @@ impl Archiver<'_, '_> {
         path: &Path,
         fs_path: &Path,
         md: &std::fs::Metadata,
-    ) -> Result<(Node, Option<Node>, bool)> {
+    ) -> Result<(Node, Option<OldNode>, bool)> {
         let name = path
             .file_name()
             .map(|n| n.as_bytes().to_vec())
             .unwrap_or_default();
         let mut node = node_from_metadata(name, md, &mut self.owners, self.opts.with_atime);
         let old = self.parent.node_of(path)?;
-        let same = self.unchanged_inode(&node, old.as_ref());
+        let same = self.unchanged_inode(&node, old.as_deref());
         if node.kind != NodeKind::Socket {
             node.xattrs = match (&old, same) {
                 (Some(o), true) => o.xattrs.clone(),
