@@ -584,6 +584,8 @@ def render(d):
       "around the command, peak RSS from GNU time (`%M`). Figures are medians with the 5th–95th "
       "percentiles in brackets (linear interpolation over the runs). \"Work\" speed-ups subtract each "
       "tool's own median `snapshots` time (its open cost, KDF included) from both times."
+      + (f" Within each run the read-only rows (`snapshots`, the diff, the restore onto tmpfs) are "
+         f"timed {m['repeat']} times and the run's figure is their median." if m.get("repeat") else "")
       + (" Each run also times the reference pipelines (below), restores one small file from snapshot 1 "
          "and runs `check --read-data` after the cold backup. A target of issue 15 is **met** only if it "
          "is met in every run: its verdict uses the per-run figures (each run's own medians, its own open "
