@@ -148,3 +148,79 @@ fn a_cold_backup_with_many_readers_equals_one_with_one() {
     let tree_of = |snap: &Id| subtree_of(&repo, load_snap(&repo, snap).tree, &src);
     assert_eq!(tree_of(&one), tree_of(&many));
 }
+
+/// Every tree of snapshot tree `root`, depth first.
+fn all_trees(repo: &larder::repository::Repository, root: Id) -> Vec<Id> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() {
+        let tree = repo.load_tree(&out[i]).unwrap();
+        out.extend(tree.nodes.iter().filter_map(|n| n.subtree));
+        i += 1;
+    }
+    out
+}
+
+/// A saved snapshot's trees are all recorded in the cache as checked (the
+/// next backup takes their unchanged files over with one query per
+/// directory); a prune that deletes a pack ends every record, and the
+/// backup after it, which asks for each chunk again, still takes the
+/// unchanged files over and records its own trees.
+#[test]
+fn a_snapshots_trees_stay_checked_until_a_pack_is_deleted() {
+    let t = TestRepo::new();
+    drop(t.init());
+    let src = t.dir.path().join("src");
+    make_tree(&src, 6);
+    // Two whole packs' worth that only the first snapshot will hold.
+    write(&src.join("gone.bin"), &rand_bytes(77, 2 << 20));
+    let (first, _) = backup(&t, &src, &[], 0);
+    let checked = |snap: &Id| -> Vec<bool> {
+        let repo = t.open().unwrap();
+        let trees = all_trees(&repo, load_snap(&repo, snap).tree);
+        assert!(trees.len() > 12, "{} trees", trees.len());
+        let index = repo.index().unwrap();
+        trees
+            .iter()
+            .map(|id| index.tree_checked(id).unwrap())
+            .collect()
+    };
+    assert!(checked(&first).iter().all(|&c| c), "after the first backup");
+
+    fs::remove_file(src.join("gone.bin")).unwrap();
+    let (second, s) = backup(&t, &src, &[], 0);
+    assert_eq!(s["files_changed"], 0, "{s}");
+    assert_eq!(s["bytes_read"], 0, "{s}");
+    assert!(
+        checked(&second).iter().all(|&c| c),
+        "after the second backup"
+    );
+
+    cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["forget", &first.to_hex()],
+        0,
+    );
+    let (out, err) = cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["prune", "--keep-delete", "0s", "--max-unused", "0%"],
+        0,
+    );
+    assert!(
+        checked(&second).iter().all(|&c| !c),
+        "a pack was deleted, yet a record held:\n{out}{err}"
+    );
+
+    let (third, s) = backup(&t, &src, &[], 0);
+    assert_eq!(s["files_changed"], 0, "{s}");
+    assert_eq!(s["files_new"], 0, "{s}");
+    assert_eq!(s["bytes_read"], 0, "{s}");
+    assert!(checked(&third).iter().all(|&c| c), "after the third backup");
+    let repo = t.open().unwrap();
+    let target = t.dir.path().join("restored");
+    let rep = lib_restore(&repo, &third, &src, &target);
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    assert_eq!(assert_same_tree(&src, &target), list_rel(&src).len());
+}
