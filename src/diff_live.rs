@@ -15,7 +15,7 @@ use crate::archiver::same_file;
 use crate::chunker::Chunker;
 use crate::diff::{DiffEntry, DiffStats};
 use crate::error::{Error, Result};
-use crate::localfs::{self, meta::Owners, meta::node_from_metadata};
+use crate::localfs::{self, meta::Owners, meta::node_from_metadata, stat::Stat};
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, Tree, Xattr};
 use std::os::unix::ffi::OsStrExt;
@@ -120,7 +120,7 @@ impl LiveDiffer<'_, '_> {
 
     /// The node of `path` from `lstat` (None if it vanished meanwhile).
     fn live_node(&mut self, path: &Path) -> Result<Option<Node>> {
-        let md = match std::fs::symlink_metadata(path) {
+        let md = match Stat::lstat(path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(path, e)),

@@ -10,11 +10,10 @@
 //! requests are bounded by that window times the depth of the walk.
 
 use super::exclude::DirRules;
-use crate::localfs::{self, Anchor};
+use crate::localfs::{self, Anchor, stat::Stat};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::collections::BinaryHeap;
 use std::ffi::OsString;
-use std::fs::Metadata;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
@@ -27,7 +26,7 @@ pub(super) const WINDOW: usize = 8;
 /// metadata (or why they could not be had).
 pub(super) struct Entry {
     pub(super) name: OsString,
-    pub(super) found: io::Result<(PathBuf, Metadata)>,
+    pub(super) found: io::Result<(PathBuf, Stat)>,
 }
 
 /// A directory's entries in byte order of names, each with its metadata.
@@ -42,9 +41,10 @@ pub(super) struct Listing {
 
 /// Lists directory `fs_path`, applies `rules` to it (from the names it
 /// has; none for a backed-up path itself) and, unless it is excluded,
-/// `lstat`s each entry.
+/// `lstat`s each entry by name in the directory it has open (the kernel
+/// looks up one name, not the whole path again).
 pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listing> {
-    let names = localfs::list_dir(fs_path)?;
+    let (dir, names) = localfs::open_and_list_dir(fs_path)?;
     let excluded = rules.is_some_and(|r| r.exclude_listed(fs_path, &names));
     if excluded {
         return Ok(Listing {
@@ -57,8 +57,9 @@ pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listi
     let entries = names
         .into_iter()
         .map(|name| {
-            let found = localfs::child_path(fs_path, &None, &name, &mut anchor)
-                .and_then(|(p, _)| p.symlink_metadata().map(|md| (p, md)));
+            let found = Stat::at(&dir, &name).and_then(|st| {
+                localfs::child_path(fs_path, &None, &name, &mut anchor).map(|(p, _)| (p, st))
+            });
             Entry { name, found }
         })
         .collect();
@@ -111,6 +112,10 @@ impl Ord for Request {
 struct Queue {
     /// Served first in walk order.
     waiting: BinaryHeap<Request>,
+    /// Threads asleep on the condition variable: a request wakes one only
+    /// if there is one (a wake-up is a system call; a busy thread takes
+    /// the request when it comes back for the next).
+    idle: usize,
     closed: bool,
 }
 
@@ -153,7 +158,9 @@ impl Ahead {
             fs_path: fs_path.to_path_buf(),
             reply,
         });
-        cv.notify_one();
+        if q.idle > 0 {
+            cv.notify_one();
+        }
         Some(Pending(rx))
     }
 }
@@ -183,10 +190,12 @@ fn serve(shared: &Shared, rules: &DirRules) {
                 if let Some(r) = q.waiting.pop() {
                     break r;
                 }
+                q.idle += 1;
                 q = match cv.wait(q) {
                     Ok(q) => q,
                     Err(_) => return,
                 };
+                q.idle -= 1;
             }
         };
         // The walk may have stopped waiting (it failed or skipped it).
@@ -210,7 +219,7 @@ mod tests {
         let names = |l: &Listing| -> Vec<(OsString, u64)> {
             l.entries
                 .iter()
-                .map(|e| (e.name.clone(), e.found.as_ref().unwrap().1.len()))
+                .map(|e| (e.name.clone(), e.found.as_ref().unwrap().1.size))
                 .collect()
         };
         std::thread::scope(|s| {

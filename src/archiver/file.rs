@@ -9,12 +9,11 @@ use super::walk::Archiver;
 use crate::chunker::Chunker;
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::localfs::sparse;
+use crate::localfs::{sparse, stat::Stat};
 use crate::pack::BlobType;
 use crate::progress::Progress;
 use crate::tree::Xattr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// What reading one file gave: its chunks and the bytes read, or why it
@@ -42,7 +41,7 @@ pub(super) struct ReaderState {
 /// `path`, which the walk found with metadata `before` and opened (with
 /// [`crate::localfs::open_noatime`]: the walk opens it, since the path the kernel
 /// accepts may hang on a directory descriptor the walk closes once past
-/// it). Only `before.len()` bytes are read (no read to find the end); a
+/// it). Only `before.size` bytes are read (no read to find the end); a
 /// file that grew, shrank, was touched or replaced meanwhile is caught by
 /// one fstat after the read. Runs on a reading worker; an `Err` is fatal
 /// to the backup (the store stopped, an interrupt), a file problem is a
@@ -53,7 +52,7 @@ pub(super) fn read_file(
     progress: &dyn Progress,
     path: &Path,
     opened: std::io::Result<std::fs::File>,
-    before: &std::fs::Metadata,
+    before: &Stat,
 ) -> Result<ReadOutcome> {
     let mut out = ReadOutcome {
         content: Vec::new(),
@@ -70,9 +69,9 @@ pub(super) fn read_file(
         }
     };
     progress.file(path);
-    let sparse = before.blocks().saturating_mul(512) < before.len();
-    let mut plain_reader = std::io::Read::take(&f, before.len());
-    let mut sparse_reader = sparse::SparseReader::new(&f, before.len());
+    let sparse = before.blocks.saturating_mul(512) < before.size;
+    let mut plain_reader = std::io::Read::take(&f, before.size);
+    let mut sparse_reader = sparse::SparseReader::new(&f, before.size);
     let reader: &mut dyn std::io::Read = if sparse {
         &mut sparse_reader
     } else {
@@ -106,9 +105,7 @@ pub(super) fn read_file(
         (Err(e), None) => return Err(e),
     };
     out.size = Some(total);
-    let changed = f
-        .metadata()
-        .map_or(true, |after| changed_while_read(before, &after, total));
+    let changed = Stat::of(&f).map_or(true, |after| changed_while_read(before, &after, total));
     if changed {
         out.warning = Some(format!(
             "{}: file changed while it was read (the snapshot holds the {total} bytes read)",
@@ -158,12 +155,12 @@ impl Archiver<'_, '_> {
 
 /// Whether a file read `total` bytes from, found by the walk as `before`
 /// and seen as `after` once read, changed meanwhile (or was replaced).
-fn changed_while_read(before: &std::fs::Metadata, after: &std::fs::Metadata, total: u64) -> bool {
+fn changed_while_read(before: &Stat, after: &Stat, total: u64) -> bool {
     !after.is_file()
-        || after.ino() != before.ino()
-        || after.dev() != before.dev()
-        || after.len() != before.len()
-        || after.mtime() != before.mtime()
-        || after.mtime_nsec() != before.mtime_nsec()
-        || total != before.len()
+        || after.ino != before.ino
+        || after.dev != before.dev
+        || after.size != before.size
+        || after.mtime != before.mtime
+        || after.mtime_nsec != before.mtime_nsec
+        || total != before.size
 }

@@ -24,7 +24,7 @@ const JOB_QUEUE: usize = 64;
 pub(super) struct ReadJob {
     pub(super) path: PathBuf,
     pub(super) file: std::io::Result<std::fs::File>,
-    pub(super) md: std::fs::Metadata,
+    pub(super) md: crate::localfs::stat::Stat,
     pub(super) reply: Sender<Result<ReadOutcome>>,
 }
 

@@ -5,7 +5,7 @@
 use super::walk::Archiver;
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::localfs::{components, meta::node_from_metadata};
+use crate::localfs::{components, meta::node_from_metadata, stat::Stat};
 use crate::tree::{Node, NodeKind, Tree};
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
@@ -75,7 +75,7 @@ fn build_virtual(run: &mut Archiver<'_, '_>, path: &Path, v: VDir) -> Result<Tre
             VEntry::Dir(sub) => {
                 let p = path.join(std::ffi::OsStr::from_bytes(&name));
                 let t = build_virtual(run, &p, sub)?;
-                let mut node = match p.symlink_metadata() {
+                let mut node = match Stat::lstat(&p) {
                     Ok(md) => node_from_metadata(name.clone(), &md, &mut run.owners, false),
                     Err(e) => return Err(Error::io(&p, e)),
                 };

@@ -14,7 +14,7 @@ use super::parent::{OldNode, ParentTrees};
 use super::readers::ReadJob;
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::localfs::{self, meta::Owners, meta::node_from_metadata};
+use crate::localfs::{self, meta::Owners, meta::node_from_metadata, stat::Stat};
 use crate::pack::BlobType;
 use crate::progress::Progress;
 use crate::snapshot::Summary;
@@ -23,7 +23,6 @@ use crossbeam_channel::Sender;
 use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// How the walk comes to a directory.
@@ -82,7 +81,7 @@ struct Step {
     name: OsString,
     path: PathBuf,
     fs_path: PathBuf,
-    md: std::fs::Metadata,
+    md: Stat,
 }
 
 /// One backup's walk: its options, the parent's trees, the sink new blobs
@@ -130,7 +129,7 @@ impl Archiver<'_, '_> {
         &mut self,
         path: &Path,
         fs_path: &Path,
-        md: &std::fs::Metadata,
+        md: &Stat,
     ) -> Result<(Node, Option<OldNode>, bool)> {
         let name = path
             .file_name()
@@ -153,13 +152,7 @@ impl Archiver<'_, '_> {
     /// `known`: the parent's node of this name has all its chunks in the
     /// index (asked for the whole directory at once, see
     /// [`Archiver::known_in_parent`]).
-    fn entry_node(
-        &mut self,
-        path: &Path,
-        fs_path: &Path,
-        md: &std::fs::Metadata,
-        known: bool,
-    ) -> Result<()> {
+    fn entry_node(&mut self, path: &Path, fs_path: &Path, md: &Stat, known: bool) -> Result<()> {
         let (mut node, old, same) = self.base_node(path, fs_path, md)?;
         match node.kind {
             // A symlink's target cannot change without a new inode.
@@ -198,7 +191,7 @@ impl Archiver<'_, '_> {
                 let job = ReadJob {
                     path: path.to_path_buf(),
                     file: localfs::open_noatime(fs_path),
-                    md: md.clone(),
+                    md: *md,
                     reply,
                 };
                 if self.jobs.send(job).is_err() {
@@ -207,7 +200,7 @@ impl Archiver<'_, '_> {
                 return self.push(Event::File(PendingFile {
                     node,
                     had_parent: old.is_some(),
-                    len_seen: md.len(),
+                    len_seen: md.size,
                     rx,
                 }));
             }
@@ -219,13 +212,7 @@ impl Archiver<'_, '_> {
     /// What a directory's node needs besides its entries, taken when the
     /// walk leaves it: its metadata, and the parent snapshot's node and tree
     /// (`known`: that node's tree blob is in the index).
-    fn dir_prep(
-        &mut self,
-        path: &Path,
-        fs_path: &Path,
-        md: &std::fs::Metadata,
-        known: bool,
-    ) -> Result<DirPrep> {
+    fn dir_prep(&mut self, path: &Path, fs_path: &Path, md: &Stat, known: bool) -> Result<DirPrep> {
         let (node, old, _) = self.base_node(path, fs_path, md)?;
         let old_tree = match &old {
             Some(o) if o.kind == NodeKind::Dir => self.parent.tree_of(path)?,
@@ -288,7 +275,7 @@ impl Archiver<'_, '_> {
     /// Backs up one absolute path; returns its node (None if excluded or
     /// unreadable) once everything below it is read and stored.
     pub(super) fn backup_path(&mut self, root: &Path) -> Result<Option<Node>> {
-        let md = match root.symlink_metadata() {
+        let md = match Stat::lstat(root) {
             Ok(m) => m,
             Err(e) => {
                 self.warnings.push(format!("{}: {e}", root.display()));
@@ -296,7 +283,7 @@ impl Archiver<'_, '_> {
             }
         };
         if md.is_dir() {
-            self.walk_dir(root, root, &md, md.dev(), Via::Root)?;
+            self.walk_dir(root, root, &md, md.dev, Via::Root)?;
         } else {
             self.entry_node(root, root, &md, false)?;
         }
@@ -312,7 +299,7 @@ impl Archiver<'_, '_> {
         &mut self,
         path: &Path,
         fs_path: &Path,
-        md: &std::fs::Metadata,
+        md: &Stat,
         root_dev: u64,
         via: Via,
     ) -> Result<()> {
@@ -394,7 +381,7 @@ impl Archiver<'_, '_> {
             };
             // What a directory contains is looked at when it is listed.
             if self.excluder.matches(&child)
-                || cmd.is_dir() && self.opts.one_file_system && cmd.dev() != root_dev
+                || cmd.is_dir() && self.opts.one_file_system && cmd.dev != root_dev
             {
                 continue;
             }

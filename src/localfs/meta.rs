@@ -4,9 +4,9 @@
 //! `--numeric-owner`). Each lookup reads the passwd or group database, so
 //! both directions are cached.
 
+use super::stat::Stat;
 use crate::tree::{Node, NodeKind};
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::sync::Mutex;
 
 /// Caches uid/gid → name lookups for one backup.
@@ -49,25 +49,18 @@ pub fn user_name(uid: u32) -> Option<String> {
 }
 
 /// Builds a node (without content, subtree or link target) from metadata.
-pub fn node_from_metadata(
-    name: Vec<u8>,
-    md: &std::fs::Metadata,
-    owners: &mut Owners,
-    with_atime: bool,
-) -> Node {
-    let ft = md.file_type();
-    use std::os::unix::fs::FileTypeExt;
-    let kind = if ft.is_dir() {
+pub fn node_from_metadata(name: Vec<u8>, md: &Stat, owners: &mut Owners, with_atime: bool) -> Node {
+    let kind = if md.is_dir() {
         NodeKind::Dir
-    } else if ft.is_symlink() {
+    } else if md.is_symlink() {
         NodeKind::Symlink
-    } else if ft.is_fifo() {
+    } else if md.is_fifo() {
         NodeKind::Fifo
-    } else if ft.is_char_device() {
+    } else if md.is_char_device() {
         NodeKind::CharDev
-    } else if ft.is_block_device() {
+    } else if md.is_block_device() {
         NodeKind::BlockDev
-    } else if ft.is_socket() {
+    } else if md.is_socket() {
         NodeKind::Socket
     } else {
         NodeKind::File
@@ -76,20 +69,20 @@ pub fn node_from_metadata(
     Node {
         name,
         kind,
-        mode: md.mode() & 0o7777,
-        uid: md.uid(),
-        gid: md.gid(),
-        user: owners.user(md.uid()),
-        group: owners.group(md.gid()),
-        mtime_ns: ns(md.mtime(), md.mtime_nsec()),
-        ctime_ns: ns(md.ctime(), md.ctime_nsec()),
-        atime_ns: with_atime.then(|| ns(md.atime(), md.atime_nsec())),
-        size: if kind == NodeKind::File { md.size() } else { 0 },
-        inode: md.ino(),
-        device: md.dev(),
-        links: md.nlink(),
+        mode: md.mode & 0o7777,
+        uid: md.uid,
+        gid: md.gid,
+        user: owners.user(md.uid),
+        group: owners.group(md.gid),
+        mtime_ns: ns(md.mtime, md.mtime_nsec),
+        ctime_ns: ns(md.ctime, md.ctime_nsec),
+        atime_ns: with_atime.then(|| ns(md.atime, md.atime_nsec)),
+        size: if kind == NodeKind::File { md.size } else { 0 },
+        inode: md.ino,
+        device: md.dev,
+        links: md.nlink,
         rdev: if matches!(kind, NodeKind::CharDev | NodeKind::BlockDev) {
-            md.rdev()
+            md.rdev
         } else {
             0
         },

@@ -3,10 +3,12 @@
 //! through a directory descriptor as `/proc/self/fd/N/name`), directory
 //! descriptors, listings and opens with `O_NOATIME` (falling back without
 //! it where the kernel refuses it to a non-owner), absolute paths, sparse
-//! reads, and the node metadata of [`meta`].
+//! reads, `lstat` results in a type of our own ([`stat`]), and the node
+//! metadata of [`meta`].
 
 pub mod meta;
 pub mod sparse;
+pub mod stat;
 
 use crate::error::{Error, Result};
 use std::ffi::{OsStr, OsString};
@@ -73,6 +75,12 @@ pub fn open_noatime(path: &Path) -> std::io::Result<File> {
 /// The names in directory `path`, sorted by bytes. The directory is opened
 /// with `O_NOATIME` where permitted, so listing it does not touch its atime.
 pub fn list_dir(path: &Path) -> std::io::Result<Vec<OsString>> {
+    open_and_list_dir(path).map(|(_, names)| names)
+}
+
+/// [`list_dir`], keeping the directory open: its entries can then be
+/// looked up by name ([`stat::Stat::at`]) without walking `path` again.
+pub fn open_and_list_dir(path: &Path) -> std::io::Result<(nix::dir::Dir, Vec<OsString>)> {
     use nix::fcntl::OFlag;
     use nix::sys::stat::Mode;
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
@@ -91,7 +99,7 @@ pub fn list_dir(path: &Path) -> std::io::Result<Vec<OsString>> {
         }
     }
     names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    Ok(names)
+    Ok((dir, names))
 }
 
 /// A path as an absolute path without `.`/`..`, not resolving a final symlink.
