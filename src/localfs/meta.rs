@@ -50,20 +50,14 @@ pub fn user_name(uid: u32) -> Option<String> {
 
 /// Builds a node (without content, subtree or link target) from metadata.
 pub fn node_from_metadata(name: Vec<u8>, md: &Stat, owners: &mut Owners, with_atime: bool) -> Node {
-    let kind = if md.is_dir() {
-        NodeKind::Dir
-    } else if md.is_symlink() {
-        NodeKind::Symlink
-    } else if md.is_fifo() {
-        NodeKind::Fifo
-    } else if md.is_char_device() {
-        NodeKind::CharDev
-    } else if md.is_block_device() {
-        NodeKind::BlockDev
-    } else if md.is_socket() {
-        NodeKind::Socket
-    } else {
-        NodeKind::File
+    let kind = match md.format() {
+        libc::S_IFDIR => NodeKind::Dir,
+        libc::S_IFLNK => NodeKind::Symlink,
+        libc::S_IFIFO => NodeKind::Fifo,
+        libc::S_IFCHR => NodeKind::CharDev,
+        libc::S_IFBLK => NodeKind::BlockDev,
+        libc::S_IFSOCK => NodeKind::Socket,
+        _ => NodeKind::File,
     };
     let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
     Node {

@@ -69,7 +69,8 @@ impl Stat {
         file.metadata().map(|md| Stat::from(&md))
     }
 
-    fn format(&self) -> u32 {
+    /// The file type bits of `mode` (`S_IFMT`: `S_IFREG`, `S_IFDIR`, ...).
+    pub fn format(&self) -> u32 {
         self.mode & libc::S_IFMT
     }
 
@@ -83,22 +84,6 @@ impl Stat {
 
     pub fn is_symlink(&self) -> bool {
         self.format() == libc::S_IFLNK
-    }
-
-    pub fn is_fifo(&self) -> bool {
-        self.format() == libc::S_IFIFO
-    }
-
-    pub fn is_char_device(&self) -> bool {
-        self.format() == libc::S_IFCHR
-    }
-
-    pub fn is_block_device(&self) -> bool {
-        self.format() == libc::S_IFBLK
-    }
-
-    pub fn is_socket(&self) -> bool {
-        self.format() == libc::S_IFSOCK
     }
 }
 
@@ -156,6 +141,11 @@ mod tests {
 
         let d = Stat::at(&open, OsStr::new("d")).unwrap();
         assert!(d.is_dir() && !d.is_file());
+
+        nix::unistd::mkfifo(&dir.path().join("p"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let fifo = Stat::at(&open, OsStr::new("p")).unwrap();
+        assert_eq!(fifo.format(), libc::S_IFIFO);
+        assert_eq!(fifo, Stat::lstat(&dir.path().join("p")).unwrap());
 
         let gone = Stat::at(&open, OsStr::new("missing")).unwrap_err();
         assert_eq!(gone.kind(), std::io::ErrorKind::NotFound);
