@@ -169,7 +169,16 @@ fn restore_path(c: &mut Criterion) {
     let mut g = quick(c);
     g.throughput(Throughput::Bytes(text.len() as u64));
     g.bench_function("restore/open_blob text 256KiB", |b| {
-        b.iter(|| pack::open_blob(&k, "bench", &e, black_box(stored)).unwrap())
+        b.iter(|| {
+            pack::open_blob(
+                &k,
+                &larder::dictionary::NoDictionaries,
+                "bench",
+                &e,
+                black_box(stored),
+            )
+            .unwrap()
+        })
     });
     g.finish();
 }

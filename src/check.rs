@@ -73,6 +73,7 @@ pub fn check_with_progress(
     let _lock = repo.lock_for_reading()?;
     let mut r = CheckReport::default();
     check_keys(repo, &mut r)?;
+    check_dictionaries(repo, &mut r)?;
     check_index(repo, &mut r)?;
     let indexed = check_packs(repo, &mut r)?;
     check_snapshots(repo, &mut r)?;
@@ -145,6 +146,30 @@ fn check_keys(repo: &Repository, r: &mut CheckReport) -> Result<()> {
                     r.problems
                         .push(format!("{what}: contents do not hash to the object's name"));
                 } else if let Err(err) = crate::keys::parse_key_file(&what, &bytes) {
+                    r.problems.push(err.to_string());
+                }
+            }
+            Err(err) => r.problems.push(err.to_string()),
+        }
+    }
+    Ok(())
+}
+
+/// Every compression dictionary: named by its hash, and opens (a missing
+/// one shows when `--read-data` meets a blob that needs it).
+fn check_dictionaries(repo: &Repository, r: &mut CheckReport) -> Result<()> {
+    let be = repo.backend();
+    for e in be.list(Kind::Dict)? {
+        let what = Kind::Dict.path(&e.name);
+        match be.read_bounded(Kind::Dict, &e.name, crate::dictionary::MAX_DICT_STORED) {
+            Ok(bytes) => {
+                let name = Id::of_object(&bytes);
+                if name.to_hex() != e.name {
+                    r.problems
+                        .push(format!("{what}: contents do not hash to the object's name"));
+                } else if let Err(err) =
+                    crate::dictionary::Dictionary::open(repo.keys(), &what, name, &bytes)
+                {
                     r.problems.push(err.to_string());
                 }
             }
@@ -293,7 +318,13 @@ fn read_pack_data(repo: &Repository, id: &Id, size: u64) -> PackVerdict {
     for e in entries {
         let s = &bytes[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
         v.blobs += 1;
-        if let Err(err) = pack::open_blob(repo.keys(), &format!("blob {} in {what}", e.id), &e, s) {
+        if let Err(err) = pack::open_blob(
+            repo.keys(),
+            repo,
+            &format!("blob {} in {what}", e.id),
+            &e,
+            s,
+        ) {
             v.problems.push(err.to_string());
         }
     }

@@ -80,7 +80,9 @@ pub fn prepare_state_dir(dir: &std::path::Path) -> crate::Result<()> {
         .map_err(|e| crate::Error::io(dir, e))?;
     let tag = dir.join("CACHEDIR.TAG");
     if !tag.exists() {
-        let tmp = dir.join(".CACHEDIR.TAG.tmp");
+        // A temporary name of this process's own: two larders starting at
+        // once each write one, and either rename leaves the same tag.
+        let tmp = dir.join(format!(".CACHEDIR.TAG.{}.tmp", std::process::id()));
         std::fs::write(&tmp, CACHEDIR_TAG)
             .and_then(|()| std::fs::rename(&tmp, &tag))
             .map_err(|e| crate::Error::io(&tag, e))?;

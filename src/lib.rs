@@ -32,6 +32,7 @@ pub mod chunker;
 pub mod cli;
 pub mod copy;
 pub mod crypto;
+pub mod dictionary;
 pub mod diff;
 pub mod diff_live;
 pub mod dump;

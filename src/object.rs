@@ -1,4 +1,5 @@
-//! Sealed repository objects: config, index segments, snapshots and locks.
+//! Sealed repository objects: config, keys, index segments, snapshots,
+//! locks, deletion marks and compression dictionaries.
 //!
 //! Layout (see `repo-format/SPEC.md`):
 //! `"LRDR" | kind: u8 | version: u8 | nonce(24) | ciphertext | tag(16)`, where
@@ -14,7 +15,7 @@ use serde::de::DeserializeOwned;
 /// Magic bytes that open every larder object.
 pub const MAGIC: &[u8; 4] = b"LRDR";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u8 = 4;
+pub const FORMAT_VERSION: u8 = 5;
 /// Largest decoded body a reader accepts (bounds every allocation).
 pub const MAX_OBJECT_PLAIN: usize = 256 << 20;
 /// Largest stored sealed object a reader accepts (body limit plus framing).
@@ -32,6 +33,7 @@ pub enum ObjectType {
     Snapshot = b'S',
     Lock = b'L',
     Mark = b'M',
+    Dict = b'D',
 }
 
 /// Encodes a value as postcard bytes (the canonical encoding).

@@ -35,10 +35,22 @@ pub struct PackerStats {
 }
 
 /// Compresses and seals one blob at the level this run writes with
-/// ([`Repository::compression_level`]; see [`pack::seal_blob`]). Safe to
-/// call from many threads at once.
+/// ([`Repository::compression_level`]), data blobs with the repository's
+/// dictionary when it has one ([`Repository::write_dictionary`]; see
+/// [`pack::seal_blob`]). Safe to call from many threads at once.
 pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Result<PreparedBlob> {
-    pack::seal_blob(repo.keys(), repo.compression_level(), ty, id, plain)
+    let dict = match ty {
+        BlobType::Data => repo.write_dictionary()?,
+        BlobType::Tree => None,
+    };
+    pack::seal_blob(
+        repo.keys(),
+        repo.compression_level(),
+        dict.as_deref(),
+        ty,
+        id,
+        plain,
+    )
 }
 
 /// An index segment is written after this many packs (1 GiB at the

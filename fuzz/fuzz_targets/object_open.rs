@@ -31,7 +31,7 @@ fn open_as(ty: ObjectType, bytes: &[u8]) {
         ObjectType::Snapshot => check(WHAT, &object::open::<Snapshot>(k, ty, WHAT, bytes)),
         ObjectType::Lock => check(WHAT, &object::open::<LockInfo>(k, ty, WHAT, bytes)),
         ObjectType::Mark => check(WHAT, &object::open::<Mark>(k, ty, WHAT, bytes)),
-        ObjectType::Key => {}
+        ObjectType::Key | ObjectType::Dict => {}
     }
 }
 
@@ -42,7 +42,7 @@ fn decode_as(ty: ObjectType, body: &[u8]) {
         ObjectType::Snapshot => check(WHAT, &object::decode::<Snapshot>(WHAT, body)),
         ObjectType::Lock => check(WHAT, &object::decode::<LockInfo>(WHAT, body)),
         ObjectType::Mark => check(WHAT, &object::decode::<Mark>(WHAT, body)),
-        ObjectType::Key => {}
+        ObjectType::Key | ObjectType::Dict => {}
     }
 }
 

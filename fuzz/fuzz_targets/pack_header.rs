@@ -8,7 +8,7 @@
 
 use larder::pack::{self, PACK_MAGIC, TRAILER_LEN};
 use larder::object::FORMAT_VERSION;
-use larder_fuzz::{check, keys, pack_header_ad, take_u64};
+use larder_fuzz::{check, keys, pack_header_ad, take_u64, dictionaries};
 use libfuzzer_sys::fuzz_target;
 
 const WHAT: &str = "fuzz/pack";
@@ -52,11 +52,11 @@ fuzz_target!(|data: &[u8]| {
     for e in &entries {
         let stored = &pk[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
         // As stored (authentication fails unless the fuzzer forged a tag).
-        check(WHAT, &pack::open_blob(k, WHAT, e, stored));
+        check(WHAT, &pack::open_blob(k, dictionaries(), WHAT, e, stored));
         // Resealed under the entry's own type and ID: decompression and the
         // plaintext hash check run on fuzz bytes.
         let resealed = k.seal(&pack::blob_ad(e.ty, &e.id), stored).unwrap();
-        let r = pack::open_blob(k, WHAT, e, &resealed);
+        let r = pack::open_blob(k, dictionaries(), WHAT, e, &resealed);
         check(WHAT, &r);
         if let Ok(p) = r {
             assert_eq!(p.len(), e.plain_len as usize);

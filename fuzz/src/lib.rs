@@ -54,3 +54,20 @@ pub fn take_u64(data: &[u8]) -> (u64, &[u8]) {
     b[..n].copy_from_slice(&data[..n]);
     (u64::from_le_bytes(b), &data[n..])
 }
+
+/// A fixed dictionary trained once from made-up pages, so blobs with
+/// `compression = 2` that name it reach zstd's decompression with it.
+pub fn dictionaries() -> &'static larder::dictionary::Dictionaries {
+    use larder::dictionary::{Dictionaries, Dictionary, train};
+    static D: OnceLock<Dictionaries> = OnceLock::new();
+    D.get_or_init(|| {
+        let pages: Vec<Vec<u8>> = (0..200u32)
+            .map(|i| format!("<html><body><p>page {i} of the larder fuzz corpus, {}</p></body></html>", i * 7919).into_bytes())
+            .collect();
+        let sizes: Vec<usize> = pages.iter().map(|p| p.len()).collect();
+        let z = train(&pages.concat(), &sizes).expect("the fixed samples train");
+        let name = larder::id::Id::of_object(&z);
+        let d = Dictionary::from_zstd("fuzz/dictionary", name, z).expect("a trained dictionary opens");
+        Dictionaries::new(vec![std::sync::Arc::new(d)])
+    })
+}

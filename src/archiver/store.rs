@@ -5,7 +5,13 @@
 //! mutex, held only to append a sealed blob, so no thread hop sits between
 //! sealing and packing. The bounded channel keeps memory flat: the reader
 //! waits when sealing falls behind.
+//!
+//! In a repository without a compression dictionary, the workers also
+//! sample the first data blobs; the one whose blob completes the sample
+//! trains the dictionary and writes it, and data blobs sealed after that
+//! use it (see [`crate::dictionary`]).
 
+use crate::dictionary::{self, SAMPLE_BUDGET, Sampler};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::lock::LockHandle;
@@ -55,6 +61,8 @@ pub fn spawn<'scope, 'env>(
         .clamp(1, 64);
     let handle = scope.spawn(move || -> Result<PackerStats> {
         let packer = Mutex::new(Packer::with_lock(repo, lock)?);
+        let sampler = Sampler::new(sample_budget(repo));
+        let sampler = &sampler;
         let failed = AtomicBool::new(false);
         let first_error = std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers)
@@ -65,12 +73,14 @@ pub fn spawn<'scope, 'env>(
                             if failed.load(Ordering::Relaxed) {
                                 break;
                             }
-                            let r = seal_blob(repo, item.ty, item.id, &item.data).and_then(|b| {
-                                packer
-                                    .lock()
-                                    .map_err(|_| Error::internal("packer lock poisoned"))?
-                                    .add_prepared(b)
-                            });
+                            let r = seal_blob(repo, item.ty, item.id, &item.data)
+                                .and_then(|b| learn(repo, sampler, &item, b.compression).map(|_| b))
+                                .and_then(|b| {
+                                    packer
+                                        .lock()
+                                        .map_err(|_| Error::internal("packer lock poisoned"))?
+                                        .add_prepared(b)
+                                });
                             if let Err(e) = r {
                                 failed.store(true, Ordering::Relaxed);
                                 return Err(e);
@@ -101,4 +111,35 @@ pub fn spawn<'scope, 'env>(
             .finish()
     });
     (tx, handle)
+}
+
+/// How many bytes of samples this run collects before training a
+/// dictionary: none when data blobs are stored raw; otherwise
+/// [`SAMPLE_BUDGET`] (`LARDER_DICT_SAMPLES` overrides it, `0` turning
+/// training off: for tests and measurements).
+fn sample_budget(repo: &Repository) -> usize {
+    if repo.compression_level() == 0 {
+        return 0;
+    }
+    std::env::var("LARDER_DICT_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(SAMPLE_BUDGET)
+}
+
+/// Offers a sealed data blob to the sampler if it was compressed without a
+/// dictionary (`compression` 1: so none is in use, and the blob is not
+/// incompressible data a dictionary cannot help); the blob that completes
+/// the sample trains the dictionary here and writes it to the repository.
+/// Too little to learn from leaves the run without one.
+fn learn(repo: &Repository, sampler: &Sampler, item: &StoreItem, compression: u8) -> Result<()> {
+    if item.ty != BlobType::Data || compression != 1 {
+        return Ok(());
+    }
+    if let Some((data, sizes)) = sampler.offer(&item.data)
+        && let Some(zstd) = dictionary::train(&data, &sizes)
+    {
+        repo.add_dictionary(zstd)?;
+    }
+    Ok(())
 }

@@ -144,6 +144,8 @@ pub enum Kind {
     Lock,
     /// Prune's deletion marks.
     Mark,
+    /// Compression dictionaries.
+    Dict,
 }
 
 impl Kind {
@@ -157,17 +159,19 @@ impl Kind {
             Kind::Snapshot => "snapshots",
             Kind::Lock => "locks",
             Kind::Mark => "marks",
+            Kind::Dict => "dicts",
         }
     }
 
     /// Every kind that lives in a directory.
-    pub const LISTABLE: [Kind; 6] = [
+    pub const LISTABLE: [Kind; 7] = [
         Kind::Key,
         Kind::Pack,
         Kind::Index,
         Kind::Snapshot,
         Kind::Lock,
         Kind::Mark,
+        Kind::Dict,
     ];
 
     /// The path of object `name` of this kind, relative to the repository root.

@@ -25,6 +25,9 @@ use crate::error::{Error, Result};
 const V2: &str = "application/vnd.x.restic.rest.v2";
 /// Name prefix of marks in `locks/`.
 const MARK_PREFIX: &str = "mark-";
+/// Name prefix of compression dictionaries in `keys/` (the REST protocol
+/// knows only its own directories).
+const DICT_PREFIX: &str = "dict-";
 /// Largest listing accepted (names and sizes of a very large repository).
 const MAX_LISTING: u64 = 1 << 30;
 
@@ -66,6 +69,7 @@ impl RestBackend {
             Kind::Config => "config".to_string(),
             Kind::Pack => format!("data/{name}"),
             Kind::Mark => format!("locks/{MARK_PREFIX}{name}"),
+            Kind::Dict => format!("keys/{DICT_PREFIX}{name}"),
             k => format!("{}/{name}", k.dir()),
         })
     }
@@ -246,6 +250,19 @@ impl Backend for RestBackend {
                 .into_iter()
                 .filter_map(|e| {
                     let name = e.name.strip_prefix(MARK_PREFIX)?.to_string();
+                    Some(Entry { name, size: e.size })
+                })
+                .collect()),
+            Kind::Key => Ok(self
+                .list_dir("keys")?
+                .into_iter()
+                .filter(|e| !e.name.starts_with(DICT_PREFIX))
+                .collect()),
+            Kind::Dict => Ok(self
+                .list_dir("keys")?
+                .into_iter()
+                .filter_map(|e| {
+                    let name = e.name.strip_prefix(DICT_PREFIX)?.to_string();
                     Some(Entry { name, size: e.size })
                 })
                 .collect()),

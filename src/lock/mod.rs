@@ -6,7 +6,7 @@
 //! say when it was lost), deciding whether another lock is stale
 //! ([`stale`]), and `larder unlock` ([`unlock()`]).
 //!
-//! The rules in short (exactly: `repo-format/SPEC.md`, section 15): a lock
+//! The rules in short (exactly: `repo-format/SPEC.md`, section 16): a lock
 //! is stale when its holder, in this machine's pid space, has exited or its
 //! pid now names another process; or when the lock object has not been
 //! rewritten for longer than its lifetime, measured by the storage's clock

@@ -1,10 +1,12 @@
 //! Single blobs: compressing and sealing one blob for a pack (with a
-//! reused zstd context per thread), and opening and verifying one read back.
+//! reused zstd context per thread, with or without the repository's
+//! dictionary), and opening and verifying one read back.
 //! Each blob is sealed with associated data `type | id`, so a blob cannot be
 //! swapped for another.
 
 use super::{BlobType, MAX_BLOB_PLAIN, PackEntry};
 use crate::crypto::{Keys, SEAL_OVERHEAD};
+use crate::dictionary::{DictSource, Dictionary, frame_dict_id};
 use crate::error::{Error, Result};
 use crate::id::Id;
 
@@ -34,6 +36,18 @@ pub fn prepare_blob(
     id: Id,
     plain: &[u8],
 ) -> Result<PreparedBlob> {
+    prepare_as(keys, compressor.map(|c| (c, 1)), ty, id, plain)
+}
+
+/// [`prepare_blob`] with the compression code the compressor's output gets:
+/// 1 for plain zstd, 2 for zstd with a repository dictionary.
+fn prepare_as(
+    keys: &Keys,
+    compressor: Option<(&mut zstd::bulk::Compressor<'static>, u8)>,
+    ty: BlobType,
+    id: Id,
+    plain: &[u8],
+) -> Result<PreparedBlob> {
     if plain.len() > MAX_BLOB_PLAIN as usize {
         return Err(Error::Internal(format!(
             "blob {id} of {} bytes exceeds the {MAX_BLOB_PLAIN}-byte limit",
@@ -43,11 +57,11 @@ pub fn prepare_blob(
     let ad = blob_ad(ty, &id);
     let mut stored = Vec::with_capacity(plain.len() + SEAL_OVERHEAD);
     let mut compression = 0u8;
-    if let Some(c) = compressor {
+    if let Some((c, code)) = compressor {
         let mut buf = Vec::with_capacity(zstd::zstd_safe::compress_bound(plain.len()));
         if c.compress_to_buffer(plain, &mut buf).is_ok() && buf.len() < plain.len() {
             keys.seal_into(&ad, &buf, &mut stored)?;
-            compression = 1;
+            compression = code;
         }
     }
     if compression == 0 {
@@ -63,8 +77,15 @@ pub fn prepare_blob(
 }
 
 /// Decrypts, decompresses and verifies one stored blob against its entry.
-/// The plaintext is re-hashed with the keyed ID function before it is returned.
-pub fn open_blob(keys: &Keys, what: &str, e: &PackEntry, stored: &[u8]) -> Result<Vec<u8>> {
+/// The plaintext is re-hashed with the keyed ID function before it is
+/// returned. `dicts` is asked only for a blob compressed with a dictionary.
+pub fn open_blob(
+    keys: &Keys,
+    dicts: &dyn DictSource,
+    what: &str,
+    e: &PackEntry,
+    stored: &[u8],
+) -> Result<Vec<u8>> {
     if e.plain_len > MAX_BLOB_PLAIN {
         return Err(Error::corrupt(what, "declared blob size exceeds the limit"));
     }
@@ -72,6 +93,7 @@ pub fn open_blob(keys: &Keys, what: &str, e: &PackEntry, stored: &[u8]) -> Resul
     let plain = match e.compression {
         0 => inner,
         1 => crate::object::decompress_exact(what, &inner, e.plain_len as usize)?,
+        2 => return open_with_dictionary(keys, dicts, what, e, &inner),
         c => return Err(Error::corrupt(what, format!("unknown compression {c}"))),
     };
     if plain.len() != e.plain_len as usize {
@@ -89,35 +111,106 @@ pub fn open_blob(keys: &Keys, what: &str, e: &PackEntry, stored: &[u8]) -> Resul
     Ok(plain)
 }
 
+/// Opens a blob compressed with a dictionary: the frame names the
+/// dictionary by its zstd ID; each dictionary with that ID is tried (two
+/// concurrent first backups could have trained two with one ID), and the
+/// output that hashes to the blob ID wins.
+fn open_with_dictionary(
+    keys: &Keys,
+    dicts: &dyn DictSource,
+    what: &str,
+    e: &PackEntry,
+    frame: &[u8],
+) -> Result<Vec<u8>> {
+    let zid = frame_dict_id(frame).ok_or_else(|| {
+        Error::corrupt(what, "compressed with a dictionary that it does not name")
+    })?;
+    let mut set = dicts.dictionaries()?;
+    if set.by_zstd_id(zid).next().is_none() {
+        set = dicts.refresh_dictionaries()?;
+    }
+    let mut last = None;
+    for d in set.by_zstd_id(zid) {
+        match d.decompress_exact(what, frame, e.plain_len as usize) {
+            Ok(p) if keys.blob_id(&p) == e.id => return Ok(p),
+            Ok(_) => {
+                last = Some(Error::corrupt(
+                    what,
+                    "plaintext does not hash to the blob ID",
+                ))
+            }
+            Err(err) => last = Some(err),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        Error::corrupt(what, format!("dictionary {zid} is not in the repository"))
+    }))
+}
+
+/// This thread's zstd contexts: one plain, one with a dictionary.
+#[derive(Default)]
+struct Contexts {
+    plain: Option<(i32, zstd::bulk::Compressor<'static>)>,
+    dict: Option<(i32, Id, zstd::bulk::Compressor<'static>)>,
+}
+
 thread_local! {
-    static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
-        const { std::cell::RefCell::new(None) };
+    static COMPRESSOR: std::cell::RefCell<Contexts> = std::cell::RefCell::new(Contexts::default());
 }
 
 /// Compresses (data blobs only when `level` is not 0; tree blobs always, at
 /// level 3 when `level` is 0) and seals one blob on this thread's reused
-/// zstd context. Safe to call from many threads at once.
+/// zstd context. Data blobs are compressed with `dict` when one is given
+/// (`compression = 2`); tree blobs never are. Safe to call from many
+/// threads at once.
 pub fn seal_blob(
     keys: &Keys,
     level: i32,
+    dict: Option<&Dictionary>,
     ty: BlobType,
     id: Id,
     plain: &[u8],
 ) -> Result<PreparedBlob> {
-    let compress = level != 0 || ty == BlobType::Tree;
+    if level == 0 && ty == BlobType::Data {
+        return prepare_as(keys, None, ty, id, plain);
+    }
     let level = if level == 0 { 3 } else { level };
     COMPRESSOR.with(|c| {
         let mut c = c.borrow_mut();
-        if c.as_ref().is_none_or(|(l, _)| *l != level) {
-            let z = zstd::bulk::Compressor::new(level)
-                .map_err(|e| Error::internal(format!("zstd level {level}: {e}")))?;
-            *c = Some((level, z));
+        match dict.filter(|_| ty == BlobType::Data) {
+            Some(d) => {
+                if c.dict
+                    .as_ref()
+                    .is_none_or(|(l, n, _)| *l != level || *n != d.name())
+                {
+                    c.dict = Some((level, d.name(), dict_compressor(level, d)?));
+                }
+                let z = c.dict.as_mut().map(|(_, _, z)| (z, 2));
+                prepare_as(keys, z, ty, id, plain)
+            }
+            None => {
+                if c.plain.as_ref().is_none_or(|(l, _)| *l != level) {
+                    let z = zstd::bulk::Compressor::new(level)
+                        .map_err(|e| Error::internal(format!("zstd level {level}: {e}")))?;
+                    c.plain = Some((level, z));
+                }
+                let z = c.plain.as_mut().map(|(_, z)| (z, 1));
+                prepare_as(keys, z, ty, id, plain)
+            }
         }
-        let comp = if compress {
-            c.as_mut().map(|(_, z)| z)
-        } else {
-            None
-        };
-        prepare_blob(keys, comp, ty, id, plain)
     })
+}
+
+/// A compressor with `d` loaded. zstd's `forceAttachDict` makes every frame
+/// refer to the dictionary's tables instead of copying them in: on the
+/// benchmark tree at level 3, 1.54-1.60 s of CPU against 1.8-2.5 s with
+/// copying and 1.66-2.2 s without a dictionary.
+fn dict_compressor(level: i32, d: &Dictionary) -> Result<zstd::bulk::Compressor<'static>> {
+    let fail = |e: std::io::Error| Error::internal(format!("zstd dictionary {}: {e}", d.name()));
+    let mut z = zstd::bulk::Compressor::with_dictionary(level, d.bytes()).map_err(fail)?;
+    z.set_parameter(zstd::zstd_safe::CParameter::ForceAttachDict(
+        zstd::zstd_safe::DictAttachPref::ForceAttach,
+    ))
+    .map_err(fail)?;
+    Ok(z)
 }

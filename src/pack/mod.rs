@@ -145,7 +145,7 @@ pub fn decode_header(what: &str, plain: &[u8], data_len: u64) -> Result<Vec<Pack
                 ));
             }
         };
-        if (stored_len as usize) < SEAL_OVERHEAD || plain_len > MAX_BLOB_PLAIN || compression > 1 {
+        if (stored_len as usize) < SEAL_OVERHEAD || plain_len > MAX_BLOB_PLAIN || compression > 2 {
             return Err(Error::corrupt(
                 what,
                 format!("entry {i} has impossible sizes"),

@@ -153,7 +153,10 @@ mod tests {
         assert_eq!(read_entries(&k, "p", &streamed).unwrap(), sentries);
         for (e, b) in sentries.iter().zip(&blobs) {
             let s = &streamed[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
-            assert_eq!(&open_blob(&k, "b", e, s).unwrap(), b);
+            assert_eq!(
+                &open_blob(&k, &crate::dictionary::NoDictionaries, "b", e, s).unwrap(),
+                b
+            );
         }
         drop(be.stage(Kind::Pack).unwrap());
         let left: Vec<_> = std::fs::read_dir(dir.path().join("packs"))
@@ -170,12 +173,15 @@ mod tests {
         assert_eq!(entries[1].compression, 0);
         for (e, b) in entries.iter().zip(&blobs) {
             let s = &bytes[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
-            assert_eq!(&open_blob(&k, "b", e, s).unwrap(), b);
+            assert_eq!(
+                &open_blob(&k, &crate::dictionary::NoDictionaries, "b", e, s).unwrap(),
+                b
+            );
         }
         // Swapping a blob's claimed ID fails authentication.
         let mut e = entries[1];
         e.id = entries[0].id;
         let s = &bytes[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
-        assert!(open_blob(&k, "b", &e, s).is_err());
+        assert!(open_blob(&k, &crate::dictionary::NoDictionaries, "b", &e, s).is_err());
     }
 }

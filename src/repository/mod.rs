@@ -5,6 +5,7 @@
 //! lists them, then (in the archiver) the snapshot that refers to them.
 
 mod config;
+mod dicts;
 mod repair;
 mod tree_cache;
 pub mod trust;
@@ -57,6 +58,10 @@ pub struct Repository {
     compression_level: AtomicI32,
     /// Sealed tree blobs kept locally, for remote repositories.
     tree_cache: Option<tree_cache::TreeCache>,
+    /// The compression dictionaries, once listed (see `dicts.rs`).
+    dicts: Mutex<Option<Arc<crate::dictionary::Dictionaries>>>,
+    /// The dictionary data blobs are written with: `None` until chosen.
+    write_dict: Mutex<Option<Option<Arc<crate::dictionary::Dictionary>>>>,
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/larder` or `~/.cache/larder`.
@@ -191,6 +196,8 @@ impl Repository {
             lock_readers: AtomicBool::new(true),
             compression_level: AtomicI32::new(config.compression_level),
             config,
+            dicts: Mutex::new(None),
+            write_dict: Mutex::new(None),
         })
     }
 
@@ -440,7 +447,7 @@ impl Repository {
                 None => None,
             };
             if let Some(b) = cached {
-                match pack::open_blob(&self.keys, &what, &e, &b) {
+                match pack::open_blob(&self.keys, self, &what, &e, &b) {
                     Ok(plain) => return Ok(plain),
                     Err(_) => c.forget(id),
                 }
@@ -449,7 +456,7 @@ impl Repository {
         let stored = self
             .backend
             .read_range(Kind::Pack, &name, e.offset, e.stored_len as u64)?;
-        let plain = pack::open_blob(&self.keys, &what, &e, &stored)?;
+        let plain = pack::open_blob(&self.keys, self, &what, &e, &stored)?;
         if let Some(c) = cache {
             c.put(id, &stored);
         }

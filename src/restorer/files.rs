@@ -87,7 +87,7 @@ fn read_and_write(
             let at = (e.offset - d.base) as usize;
             let s = &d.data[at..at + e.stored_len as usize];
             let what = format!("blob {} in {}", e.id, Kind::Pack.path(&name));
-            pack::open_blob(repo.keys(), &what, e, s).map_err(|e| e.to_string())
+            pack::open_blob(repo.keys(), repo, &what, e, s).map_err(|e| e.to_string())
         });
         let plain = match result {
             Ok(p) => p,

@@ -5,6 +5,7 @@ mod check_rotation;
 mod common;
 mod compression;
 mod daily;
+mod dictionary;
 mod dump_copy;
 mod faults;
 mod fidelity;

@@ -60,7 +60,7 @@ const PARAMS: ChunkerParams = ChunkerParams {
 const SPEC_CTX_ENCRYPT: &str = "larder 2026-11 v1 object encryption key";
 const SPEC_CTX_BLOB_ID: &str = "larder 2026-11 v1 blob id key";
 const SPEC_CTX_GEAR: &str = "larder 2026-11 v1 fastcdc gear table";
-const SPEC_VERSION: u8 = 4;
+const SPEC_VERSION: u8 = 5;
 const SPEC_ENTRY_LEN: usize = 50;
 const SPEC_TRAILER_LEN: usize = 12;
 /// A passphrase key's body: `salt (32) | nonce (24) | sealed master key (48)`.
@@ -99,8 +99,10 @@ struct Vectors {
     index: Vec<ObjectVector>,
     snapshots: Vec<ObjectVector>,
     locks: Vec<ObjectVector>,
-    /// A deletion plan, then its holders object (SPEC.md section 20).
+    /// A deletion plan, then its holders object (SPEC.md, "Deletion marks").
     marks: Vec<ObjectVector>,
+    /// One compression dictionary (`dicts/`, type `D`).
+    dicts: Vec<ObjectVector>,
     /// Every file of the repository, sorted by path.
     files: Vec<FileVector>,
 }
@@ -268,6 +270,33 @@ fn entry_of(e: &EntryVector) -> PackEntry {
 /// Content of `hello.txt` (compressible: stored with compression 1).
 fn hello_txt() -> Vec<u8> {
     b"Hello from the larder format test vectors.\n".repeat(40)
+}
+
+/// A made-up page: shared boilerplate around words picked by `i`.
+fn dictionary_sample(i: u64) -> Vec<u8> {
+    const WORDS: [&str; 8] = [
+        "larder",
+        "format",
+        "vector",
+        "dictionary",
+        "snapshot",
+        "restore",
+        "pack",
+        "the",
+    ];
+    let pick = xof(format!("larder format v5 page {i}").as_bytes(), 200);
+    let mut s = String::from("<html><head><title>larder test vectors</title></head><body><p>");
+    for b in pick {
+        s.push_str(WORDS[b as usize % WORDS.len()]);
+        s.push(' ');
+    }
+    s.push_str("</p></body></html>\n");
+    s.into_bytes()
+}
+
+/// Content of `page.html` (stored with compression 2, the dictionary's).
+fn page_html() -> Vec<u8> {
+    dictionary_sample(1000)
 }
 
 /// Content of `random.bin` (incompressible: stored with compression 0).
@@ -783,7 +812,42 @@ fn spec_parse_pack(k: &SpecKeys, pack: &[u8]) -> SpecPack {
     }
 }
 
-fn spec_open_blob(k: &SpecKeys, pack: &[u8], e: &EntryVector) -> Vec<u8> {
+/// The zstd dictionary inside a dictionary object's postcard body
+/// (`zstd: Vec<u8>`: a varint length, then the bytes), and its zstd ID
+/// (u32 LE at offset 4, after the magic `37 a4 30 ec`).
+fn spec_dictionary(body: &[u8]) -> (u32, Vec<u8>) {
+    let (mut len, mut shift, mut i) = (0usize, 0, 0);
+    loop {
+        let b = body[i];
+        len |= ((b & 0x7f) as usize) << shift;
+        i += 1;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    let zstd = body[i..].to_vec();
+    assert_eq!(zstd.len(), len, "the body is exactly the one field");
+    assert_eq!(
+        &zstd[..4],
+        &[0x37, 0xa4, 0x30, 0xec],
+        "zstd dictionary magic"
+    );
+    (u32::from_le_bytes(zstd[4..8].try_into().unwrap()), zstd)
+}
+
+/// The recorded dictionaries: (zstd ID, zstd dictionary bytes).
+fn spec_dictionaries(k: &SpecKeys, v: &Vectors) -> Vec<(u32, Vec<u8>)> {
+    v.dicts
+        .iter()
+        .map(|d| {
+            let (_, body) = spec_open_object(k, b'D', &read(&format!("dicts/{}", d.id)));
+            spec_dictionary(&body)
+        })
+        .collect()
+}
+
+fn spec_open_blob(k: &SpecKeys, dicts: &[(u32, Vec<u8>)], pack: &[u8], e: &EntryVector) -> Vec<u8> {
     let stored = &pack[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
     let mut ad = vec![e.ty];
     ad.extend_from_slice(&unhex(&e.id));
@@ -791,6 +855,25 @@ fn spec_open_blob(k: &SpecKeys, pack: &[u8], e: &EntryVector) -> Vec<u8> {
     let plain = match e.compression {
         0 => inner,
         1 => zstd::bulk::decompress(&inner, e.plain_len as usize).unwrap(),
+        2 => {
+            // The frame header names the dictionary (zstd's frame format:
+            // magic, descriptor, then the dictionary ID field).
+            let fhd = inner[4];
+            let id_len = [0, 1, 2, 4][(fhd & 3) as usize];
+            let single = (fhd >> 5) & 1;
+            let at = 5 + (1 - single as usize);
+            let mut idb = [0u8; 4];
+            idb[..id_len].copy_from_slice(&inner[at..at + id_len]);
+            let zid = u32::from_le_bytes(idb);
+            let (_, dict) = dicts
+                .iter()
+                .find(|(i, _)| *i == zid)
+                .expect("named dictionary");
+            zstd::bulk::Decompressor::with_dictionary(dict)
+                .unwrap()
+                .decompress(&inner, e.plain_len as usize)
+                .unwrap()
+        }
         c => panic!("compression {c}"),
     };
     assert_eq!(plain.len(), e.plain_len as usize);
@@ -1014,7 +1097,7 @@ fn files_are_the_recorded_ones_and_named_by_their_hash() {
                 assert_eq!(f.blake3, name, "{}", f.path);
                 assert_eq!(f.path, format!("packs/{}/{}", &name[..2], name));
             }
-            "keys" | "index" | "snapshots" | "locks" | "marks" => {
+            "keys" | "index" | "snapshots" | "locks" | "marks" | "dicts" => {
                 assert_eq!(f.blake3, name, "{}", f.path);
                 assert_eq!(f.path.matches('/').count(), 1);
             }
@@ -1224,7 +1307,10 @@ fn pack_header_and_blobs_decode() {
     let master = master_of(&v);
     let spec = spec_keys(&master);
     let keys = Keys::derive(&MasterKey::from_bytes(master));
-    assert_eq!(v.packs.len(), 1);
+    // One pack of data blobs, one of trees.
+    assert_eq!(v.packs.len(), 2);
+    let spec_dicts = spec_dictionaries(&spec, &v);
+    let lib_dicts = lib_dictionaries(&keys, &v);
     let mut seen = 0;
     for p in &v.packs {
         let rel = format!("packs/{}/{}", &p.id[..2], p.id);
@@ -1257,11 +1343,11 @@ fn pack_header_and_blobs_decode() {
         for e in &p.entries {
             let b = v.blobs.iter().find(|b| b.id == e.id).unwrap();
             assert_eq!(b.ty, e.ty);
-            let plain = spec_open_blob(&spec, &bytes, e);
+            let plain = spec_open_blob(&spec, &spec_dicts, &bytes, e);
             assert_eq!(hex::encode(&plain), b.plaintext_hex, "{}", b.what);
             let s = &bytes[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
             assert_eq!(
-                pack::open_blob(&keys, "blob", &entry_of(e), s).unwrap(),
+                pack::open_blob(&keys, &lib_dicts, "blob", &entry_of(e), s).unwrap(),
                 plain
             );
             // A blob does not open under another type or id.
@@ -1271,14 +1357,85 @@ fn pack_header_and_blobs_decode() {
             } else {
                 BlobType::Data
             };
-            assert!(pack::open_blob(&keys, "blob", &wrong, s).is_err());
+            assert!(pack::open_blob(&keys, &lib_dicts, "blob", &wrong, s).is_err());
             seen += 1;
         }
     }
     assert_eq!(seen, v.blobs.len());
-    // Both compression modes are covered.
-    assert!(v.packs[0].entries.iter().any(|e| e.compression == 0));
-    assert!(v.packs[0].entries.iter().any(|e| e.compression == 1));
+    // Every compression mode is covered.
+    let all = || v.packs.iter().flat_map(|p| &p.entries);
+    for c in 0..=2 {
+        assert!(all().any(|e| e.compression == c), "{c}");
+    }
+    assert!(
+        all().all(|e| e.compression != 2 || e.ty == 0),
+        "only data blobs use it"
+    );
+    // Without its dictionary, the dictionary-compressed blob does not open.
+    let p = v
+        .packs
+        .iter()
+        .find(|p| p.entries.iter().any(|e| e.compression == 2))
+        .unwrap();
+    let bytes = read(&format!("packs/{}/{}", &p.id[..2], p.id));
+    let e = p.entries.iter().find(|e| e.compression == 2).unwrap();
+    let s = &bytes[e.offset as usize..(e.offset + e.stored_len as u64) as usize];
+    let err = pack::open_blob(
+        &keys,
+        &larder::dictionary::NoDictionaries,
+        "blob",
+        &entry_of(e),
+        s,
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("is not in the repository"),
+        "{err}"
+    );
+}
+
+/// The library's view of the recorded dictionaries.
+fn lib_dictionaries(keys: &Keys, v: &Vectors) -> larder::dictionary::Dictionaries {
+    let list = v
+        .dicts
+        .iter()
+        .map(|d| {
+            let rel = format!("dicts/{}", d.id);
+            Arc::new(
+                larder::dictionary::Dictionary::open(keys, &rel, id(&d.id), &read(&rel)).unwrap(),
+            )
+        })
+        .collect();
+    larder::dictionary::Dictionaries::new(list)
+}
+
+#[test]
+fn dictionary_decodes() {
+    let v = load_vectors();
+    let master = master_of(&v);
+    let spec = spec_keys(&master);
+    let keys = Keys::derive(&MasterKey::from_bytes(master));
+    assert_eq!(v.dicts.len(), 1);
+    let d = &v.dicts[0];
+    let bytes = read(&format!("dicts/{}", d.id));
+    assert_eq!(Id::of_object(&bytes).to_hex(), d.id, "named by its hash");
+    let (c, body) = spec_open_object(&spec, b'D', &bytes);
+    assert_eq!((c, hex::encode(&body)), (d.compression, d.body_hex.clone()));
+    let (zid, zstd) = spec_dictionary(&body);
+    let lib = &lib_dictionaries(&keys, &v);
+    let ld = &lib.all()[0];
+    assert_eq!((ld.zstd_id(), ld.bytes()), (zid, &zstd[..]));
+    assert_eq!(zid, dictionary_zstd_id(&zstd));
+    // The library seals the same bytes to an object that opens the same.
+    let (name, again) = larder::dictionary::Dictionary::seal(&keys, &zstd).unwrap();
+    let (_, body2) = spec_open_object(&spec, b'D', &again);
+    assert_eq!(body2, body);
+    assert_eq!(name, Id::of_object(&again));
+}
+
+/// zstd's own reading of a dictionary's ID (independent of the spec reader).
+fn dictionary_zstd_id(zstd: &[u8]) -> u32 {
+    zstd::zstd_safe::get_dict_id_from_dict(zstd).map_or(0, |n| n.get())
 }
 
 #[test]
@@ -1452,7 +1609,7 @@ fn repository_reads_every_blob_and_snapshot() {
             report.trees,
             report.blobs_read
         ),
-        (1, 1, 2, 4)
+        (2, 1, 2, 5)
     );
 }
 
@@ -1512,7 +1669,7 @@ fn library_writes_what_the_spec_reads() {
     );
     for (e, (ty, b)) in sp.entries.iter().zip(&blobs) {
         assert_eq!(e.ty, *ty as u8);
-        assert_eq!(&spec_open_blob(&spec, p.bytes(), e), b);
+        assert_eq!(&spec_open_blob(&spec, &[], p.bytes(), e), b);
     }
 
     // Key files: a passphrase key and an X25519 key.
@@ -1654,6 +1811,13 @@ fn generate_vectors() {
     let mut packer = larder::packer::Packer::new(&repo).unwrap();
     let (hello, _) = packer.add(BlobType::Data, &hello_txt()).unwrap();
     let (random, _) = packer.add(BlobType::Data, &random_bin()).unwrap();
+    // A dictionary, trained from fixed samples; the data blob after it is
+    // compressed with it (compression 2).
+    let samples: Vec<Vec<u8>> = (0..64).map(dictionary_sample).collect();
+    let sizes: Vec<usize> = samples.iter().map(|s| s.len()).collect();
+    let zd = larder::dictionary::train(&samples.concat(), &sizes).unwrap();
+    repo.add_dictionary(zd).unwrap();
+    let (page, _) = packer.add(BlobType::Data, &page_html()).unwrap();
     let docs_bytes = docs_tree().encode().unwrap();
     let (docs, _) = packer.add(BlobType::Tree, &docs_bytes).unwrap();
     let root_bytes = root_tree(docs, hello, random).encode().unwrap();
@@ -1758,6 +1922,12 @@ fn generate_vectors() {
             plaintext_hex: hex::encode(random_bin()),
         },
         BlobVector {
+            id: page.to_hex(),
+            ty: 0,
+            what: "page.html".into(),
+            plaintext_hex: hex::encode(page_html()),
+        },
+        BlobVector {
             id: docs.to_hex(),
             ty: 1,
             what: "tree docs".into(),
@@ -1793,6 +1963,7 @@ fn generate_vectors() {
     assert_eq!(snapshots[0].id, snap_id.to_hex());
     let locks = objects(Kind::Lock, b'L');
     let marks = objects(Kind::Mark, b'M');
+    let dicts = objects(Kind::Dict, b'D');
     let plaintexts: [&[u8]; 3] = [
         b"",
         b"larder",
@@ -1829,6 +2000,7 @@ fn generate_vectors() {
             "keys: header_hex is the postcard KeyHeader, clear_hex everything before the body (a passphrase key's associated data); for the passphrase key, scrypt_key_hex is scrypt(passphrase, salt, 2^work_factor, scrypt_r, scrypt_p, 32 bytes), the XChaCha20-Poly1305 key that seals the master key under nonce_hex.".into(),
             "body_hex is the postcard body of a sealed object after unsealing and decompression.".into(),
             "The snapshot, trees, lock and deletion marks hold fixed made-up values (time 2026-01-01T00:00:00Z); the plan marks a made-up pack that is not in the repository.".into(),
+            "dicts: the dictionary was trained by zstd from 64 made-up pages; blob page.html is compressed with it (compression 2), hello.txt without (compression 1).".into(),
         ],
         format_version: object::FORMAT_VERSION,
         passphrase: PASSPHRASE.into(),
@@ -1879,6 +2051,7 @@ fn generate_vectors() {
         snapshots,
         locks,
         marks,
+        dicts,
         files,
     };
     let mut text = serde_json::to_string_pretty(&v).unwrap();

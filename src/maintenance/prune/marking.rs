@@ -2,7 +2,7 @@
 //! repository with their holders objects, writing a new plan (then its
 //! holders: who held a lock right after it became visible), and asking
 //! whether a plan's holders still run. The rules are in
-//! [`crate::index::marks`] and `repo-format/SPEC.md` section 20.
+//! [`crate::index::marks`] and `repo-format/SPEC.md` section 21.
 
 use crate::backend::Kind;
 use crate::error::Result;
@@ -127,7 +127,7 @@ pub fn live_holders(repo: &Repository) -> Result<(Vec<Holder>, u32)> {
 }
 
 /// Writes a plan for `packs`, then its holders object (the order is what
-/// makes deleting safe: SPEC section 20, rule 3). Returns the plan's id.
+/// makes deleting safe: SPEC section 21, rule 3). Returns the plan's id.
 pub fn write_plan(repo: &Repository, packs: Vec<MarkedPack>) -> Result<Id> {
     let plan = Mark::Plan(DeletionPlan {
         created: now_secs(),

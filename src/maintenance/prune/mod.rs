@@ -2,7 +2,7 @@
 //! stopping a backup or risking a kept snapshot.
 //!
 //! A run does two things. First it **sweeps** ([`sweep`]): it deletes the
-//! packs that earlier runs marked, once that is safe (SPEC section 20).
+//! packs that earlier runs marked, once that is safe (SPEC section 21).
 //! Then it **marks** (this file): it finds, in SQL over the used-blob set
 //! and the index ([`usage_map`]), the packs no snapshot needs and the partly
 //! used ones worth repacking; it copies what the latter keep into new packs

@@ -98,6 +98,7 @@ fn read_verified(repo: &Repository, id: &Id, blobs: &[KeptBlob]) -> Result<Vec<P
             };
             pack::open_blob(
                 repo.keys(),
+                repo,
                 &format!("blob {} in {what_pack}", b.id),
                 &entry,
                 stored,

@@ -1,5 +1,5 @@
 //! The second phase of prune: deleting what earlier prunes marked, once it
-//! is safe (SPEC section 20, rule 4). For each plan: its holders object is
+//! is safe (SPEC section 21, rule 4). For each plan: its holders object is
 //! old enough by the storage's clock, none of its holders still runs, and
 //! then, by the snapshots as they are after that was established, each of
 //! its packs holds nothing a snapshot needs. Packs that became needed again

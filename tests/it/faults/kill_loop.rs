@@ -122,11 +122,10 @@ struct Run {
 fn run_backup(repo: &Path, cache: &Path, src: &Path, kill_at: Option<KillAt>, what: &str) -> Run {
     let before = snapshot_names(repo);
     let start = Instant::now();
-    let mut child = spawn(larder_cmd(
-        repo,
-        cache,
-        &["backup", "--json", path_str(src)],
-    ));
+    let mut c = larder_cmd(repo, cache, &["backup", "--json", path_str(src)]);
+    // A small sample budget, so kills also land around dictionary training.
+    c.env("LARDER_DICT_SAMPLES", "65536");
+    let mut child = spawn(c);
     let killed = kill_at.is_some_and(|at| {
         loop {
             if child.try_wait().unwrap().is_some() {
