@@ -203,9 +203,11 @@ impl Dictionaries {
 pub trait DictSource: Sync {
     /// The dictionaries known now.
     fn dictionaries(&self) -> Result<Arc<Dictionaries>>;
-    /// Looks again (a concurrent writer may have added one); the default
-    /// has nothing more to find.
-    fn refresh_dictionaries(&self) -> Result<Arc<Dictionaries>> {
+    /// Looks again for a dictionary with zstd ID `zstd_id` that was not
+    /// found (a concurrent writer may have added it); the default has
+    /// nothing more to find.
+    fn refresh_for(&self, zstd_id: u32) -> Result<Arc<Dictionaries>> {
+        let _ = zstd_id;
         self.dictionaries()
     }
 }

@@ -127,7 +127,7 @@ fn open_with_dictionary(
     })?;
     let mut set = dicts.dictionaries()?;
     if set.by_zstd_id(zid).next().is_none() {
-        set = dicts.refresh_dictionaries()?;
+        set = dicts.refresh_for(zid)?;
     }
     let mut last = None;
     for d in set.by_zstd_id(zid) {

@@ -94,7 +94,18 @@ impl DictSource for Repository {
         self.load_dictionaries()
     }
 
-    fn refresh_dictionaries(&self) -> Result<Arc<Dictionaries>> {
+    /// Lists `dicts/` again once per missing ID (and for at most 64 IDs),
+    /// so a repository whose dictionary is gone costs one listing, not one
+    /// per blob that needs it.
+    fn refresh_for(&self, zstd_id: u32) -> Result<Arc<Dictionaries>> {
+        {
+            let mut misses = self.dict_misses.lock().map_err(|_| poisoned())?;
+            if misses.contains(&zstd_id) || misses.len() >= 64 {
+                drop(misses);
+                return self.dictionaries();
+            }
+            misses.push(zstd_id);
+        }
         self.load_dictionaries()
     }
 }

@@ -62,6 +62,8 @@ pub struct Repository {
     dicts: Mutex<Option<Arc<crate::dictionary::Dictionaries>>>,
     /// The dictionary data blobs are written with: `None` until chosen.
     write_dict: Mutex<Option<Option<Arc<crate::dictionary::Dictionary>>>>,
+    /// Dictionary IDs looked for again once already and still missing.
+    dict_misses: Mutex<Vec<u32>>,
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/larder` or `~/.cache/larder`.
@@ -198,6 +200,7 @@ impl Repository {
             config,
             dicts: Mutex::new(None),
             write_dict: Mutex::new(None),
+            dict_misses: Mutex::new(Vec::new()),
         })
     }
 

@@ -313,3 +313,91 @@ fn incompressible_data_trains_no_dictionary() {
     assert_eq!(data[2], 0, "{data:?}");
     restore_same(&t, &snap, &src, "random");
 }
+
+/// A local backend that counts listings of `dicts/`.
+struct CountingDicts {
+    inner: larder::backend::LocalBackend,
+    lists: std::sync::atomic::AtomicUsize,
+}
+
+impl larder::backend::Backend for CountingDicts {
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn create(&self) -> larder::Result<()> {
+        self.inner.create()
+    }
+    fn exists(&self, kind: Kind, name: &str) -> larder::Result<bool> {
+        self.inner.exists(kind, name)
+    }
+    fn list(&self, kind: Kind) -> larder::Result<Vec<larder::backend::Entry>> {
+        if kind == Kind::Dict {
+            self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.list(kind)
+    }
+    fn read_bounded(&self, kind: Kind, name: &str, max: u64) -> larder::Result<Vec<u8>> {
+        self.inner.read_bounded(kind, name, max)
+    }
+    fn read_range(&self, kind: Kind, name: &str, offset: u64, len: u64) -> larder::Result<Vec<u8>> {
+        self.inner.read_range(kind, name, offset, len)
+    }
+    fn size(&self, kind: Kind, name: &str) -> larder::Result<u64> {
+        self.inner.size(kind, name)
+    }
+    fn write(&self, kind: Kind, name: &str, data: &[u8]) -> larder::Result<()> {
+        self.inner.write(kind, name, data)
+    }
+    fn delete(&self, kind: Kind, name: &str) -> larder::Result<()> {
+        self.inner.delete(kind, name)
+    }
+}
+
+#[test]
+fn a_missing_dictionary_is_looked_for_again_once() {
+    let t = TestRepo::new();
+    drop(t.init());
+    let src = t.dir.path().join("docs");
+    make_docs(&src, 7, 200);
+    backup(&t, &src, BUDGET);
+    let needing: Vec<larder::Id> = {
+        let repo = t.open().unwrap();
+        let mut v = Vec::new();
+        for e in repo.backend().list(Kind::Pack).unwrap() {
+            let bytes = repo
+                .backend()
+                .read_bounded(Kind::Pack, &e.name, 1 << 30)
+                .unwrap();
+            for b in pack::read_entries(repo.keys(), &e.name, &bytes).unwrap() {
+                if b.compression == 2 {
+                    v.push(b.id);
+                }
+            }
+        }
+        v
+    };
+    assert!(needing.len() >= 20, "{}", needing.len());
+    for d in dicts(&t.repo_path()) {
+        fs::remove_file(t.repo_path().join("dicts").join(d)).unwrap();
+    }
+    let backend = std::sync::Arc::new(CountingDicts {
+        inner: larder::backend::LocalBackend::new(t.repo_path()),
+        lists: Default::default(),
+    });
+    let repo = larder::repository::Repository::open(
+        backend.clone(),
+        &larder::keys::Credential::passphrase(common::PASS),
+        &t.cache_path(),
+    )
+    .unwrap();
+    for id in &needing {
+        let err = repo.read_blob(id).unwrap_err().to_string();
+        assert!(err.contains("is not in the repository"), "{err}");
+        assert!(err.contains(&id.to_hex()), "names the blob: {err}");
+    }
+    let lists = backend.lists.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(
+        lists, 2,
+        "the first load, then one more look for the missing ID"
+    );
+}
