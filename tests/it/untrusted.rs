@@ -1136,6 +1136,41 @@ proptest! {
         }
     }
 
+    /// Dictionary objects: arbitrary bytes (refused: they do not
+    /// authenticate), and sealed bodies holding arbitrary "dictionaries"
+    /// (often with zstd's magic and an ID, so zstd's own parser of the
+    /// entropy tables runs on them): an error naming the object or a
+    /// dictionary that passed every check, never a panic, within bounds.
+    #[test]
+    fn arbitrary_dictionary_objects(
+        raw in vec(any::<u8>(), 0..400),
+        magic in any::<bool>(),
+        zid in prop_oneof![Just(0u32), any::<u32>()],
+        tail in vec(any::<u8>(), 0..600),
+    ) {
+        use larder::dictionary::{Dictionary, MAX_DICT_LEN};
+        const WHAT: &str = "dicts/test-dictionary";
+        let name = Id::of_object(&raw);
+        let small = small_bound(raw.len() + tail.len());
+        pt(strict(WHAT, small, || Dictionary::open(k(), WHAT, name, &raw)))?;
+        let mut zstd = if magic { vec![0x37, 0xa4, 0x30, 0xec] } else { Vec::new() };
+        zstd.extend_from_slice(&zid.to_le_bytes());
+        zstd.extend_from_slice(&tail);
+        #[derive(serde::Serialize)]
+        struct Body<'a> {
+            zstd: &'a [u8],
+        }
+        let sealed = object::seal(k(), ObjectType::Dict, &Body { zstd: &zstd }).unwrap();
+        let r = pt_val(tolerant(WHAT, small, || Dictionary::open(k(), WHAT, name, &sealed)))?;
+        let direct = pt_val(tolerant(WHAT, small, || Dictionary::from_zstd(WHAT, name, zstd.clone())))?;
+        prop_assert_eq!(r.is_some(), direct.is_some());
+        if let Some(d) = r {
+            prop_assert!(magic && zid != 0);
+            prop_assert_eq!(d.zstd_id(), zid);
+            prop_assert!(d.bytes().len() <= MAX_DICT_LEN);
+        }
+    }
+
     /// parse_key_file and try_open (passphrase and X25519) on arbitrary key
     /// files, raw and behind a valid clear header with an arbitrary
     /// `KeyHeader` (any byte for log2 N, r and p) and an arbitrary body
