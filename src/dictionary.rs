@@ -128,35 +128,7 @@ impl Dictionary {
     /// Decompresses one frame made with this dictionary into exactly
     /// `len` bytes (the buffer never grows past `len`).
     pub fn decompress_exact(&self, what: &str, frame: &[u8], len: usize) -> Result<Vec<u8>> {
-        thread_local! {
-            static DCTX: std::cell::RefCell<Option<zstd::zstd_safe::DCtx<'static>>> =
-                const { std::cell::RefCell::new(None) };
-        }
-        let mut out = Vec::with_capacity(len);
-        let n = DCTX.with(|cell| {
-            let mut cell = cell.borrow_mut();
-            let d = match cell.as_mut() {
-                Some(d) => d,
-                None => cell.insert(
-                    zstd::zstd_safe::DCtx::try_create()
-                        .ok_or_else(|| Error::internal("zstd: cannot create a context"))?,
-                ),
-            };
-            d.decompress_using_ddict(&mut out, frame, &self.ddict)
-                .map_err(|c| {
-                    Error::corrupt(
-                        what,
-                        format!("zstd: {}", zstd::zstd_safe::get_error_name(c)),
-                    )
-                })
-        })?;
-        if n != len {
-            return Err(Error::corrupt(
-                what,
-                format!("decompressed to {n} bytes, {len} were declared"),
-            ));
-        }
-        Ok(out)
+        object::decompress_exact_with(what, frame, len, Some(&self.ddict))
     }
 }
 

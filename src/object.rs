@@ -174,23 +174,39 @@ pub fn unframe(what: &str, plain: &[u8]) -> Result<Vec<u8>> {
 
 /// Decompresses a zstd frame into exactly `len` bytes, never more.
 pub fn decompress_exact(what: &str, data: &[u8], len: usize) -> Result<Vec<u8>> {
+    decompress_exact_with(what, data, len, None)
+}
+
+/// [`decompress_exact`] with a prepared dictionary for frames made with
+/// one (see [`crate::dictionary`]).
+pub fn decompress_exact_with(
+    what: &str,
+    data: &[u8],
+    len: usize,
+    dict: Option<&zstd::zstd_safe::DDict<'_>>,
+) -> Result<Vec<u8>> {
+    use zstd::zstd_safe::{DCtx, get_error_name};
     thread_local! {
-        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        static DCTX: std::cell::RefCell<Option<DCtx<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
     let mut out = Vec::with_capacity(len);
-    // One reused decompression context per thread.
-    let n = DECOMPRESSOR.with(|cell| {
+    // One reused decompression context per thread; the dictionary is
+    // given per call, so it never sticks to the context.
+    let n = DCTX.with(|cell| {
         let mut cell = cell.borrow_mut();
         let d = match cell.as_mut() {
             Some(d) => d,
             None => cell.insert(
-                zstd::bulk::Decompressor::new()
-                    .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))?,
+                DCtx::try_create()
+                    .ok_or_else(|| Error::internal("zstd: cannot create a context"))?,
             ),
         };
-        d.decompress_to_buffer(data, &mut out)
-            .map_err(|e| Error::corrupt(what, format!("zstd: {e}")))
+        match dict {
+            Some(dict) => d.decompress_using_ddict(&mut out, data, dict),
+            None => d.decompress(&mut out, data),
+        }
+        .map_err(|c| Error::corrupt(what, format!("zstd: {}", get_error_name(c))))
     })?;
     if n != len {
         return Err(Error::corrupt(

@@ -172,6 +172,24 @@ impl RestBackend {
         })
     }
 
+    /// One of the protocol's directories that holds two of larder's kinds
+    /// (locks and marks, keys and dictionaries): the names with `prefix`
+    /// (without it) when `prefixed`, else the others.
+    fn list_shared(&self, dir: &str, prefix: &str, prefixed: bool) -> Result<Vec<Entry>> {
+        Ok(self
+            .list_dir(dir)?
+            .into_iter()
+            .filter_map(|e| match e.name.strip_prefix(prefix) {
+                Some(name) if prefixed => Some(Entry {
+                    name: name.to_string(),
+                    size: e.size,
+                }),
+                None if !prefixed => Some(e),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// The names in `dir/` with their sizes.
     fn list_dir(&self, dir: &str) -> Result<Vec<Entry>> {
         #[derive(serde::Deserialize)]
@@ -240,32 +258,10 @@ impl Backend for RestBackend {
         match kind {
             Kind::Config => Ok(Vec::new()),
             Kind::Pack => self.list_dir("data"),
-            Kind::Lock => Ok(self
-                .list_dir("locks")?
-                .into_iter()
-                .filter(|e| !e.name.starts_with(MARK_PREFIX))
-                .collect()),
-            Kind::Mark => Ok(self
-                .list_dir("locks")?
-                .into_iter()
-                .filter_map(|e| {
-                    let name = e.name.strip_prefix(MARK_PREFIX)?.to_string();
-                    Some(Entry { name, size: e.size })
-                })
-                .collect()),
-            Kind::Key => Ok(self
-                .list_dir("keys")?
-                .into_iter()
-                .filter(|e| !e.name.starts_with(DICT_PREFIX))
-                .collect()),
-            Kind::Dict => Ok(self
-                .list_dir("keys")?
-                .into_iter()
-                .filter_map(|e| {
-                    let name = e.name.strip_prefix(DICT_PREFIX)?.to_string();
-                    Some(Entry { name, size: e.size })
-                })
-                .collect()),
+            Kind::Lock => self.list_shared("locks", MARK_PREFIX, false),
+            Kind::Mark => self.list_shared("locks", MARK_PREFIX, true),
+            Kind::Key => self.list_shared("keys", DICT_PREFIX, false),
+            Kind::Dict => self.list_shared("keys", DICT_PREFIX, true),
             k => self.list_dir(k.dir()),
         }
     }

@@ -90,21 +90,27 @@ fn dicts(repo: &Path) -> Vec<String> {
     v
 }
 
-/// Data blobs by compression code (0, 1, 2) and tree blobs with code 2,
-/// read from every pack's own header.
-fn codes(t: &TestRepo) -> ([usize; 3], usize) {
+/// Every blob entry of every pack, from the packs' own headers.
+fn entries(t: &TestRepo) -> Vec<pack::PackEntry> {
     let repo = t.open().unwrap();
-    let (mut data, mut trees2) = ([0usize; 3], 0);
+    let mut v = Vec::new();
     for e in repo.backend().list(Kind::Pack).unwrap() {
         let bytes = repo
             .backend()
             .read_bounded(Kind::Pack, &e.name, 1 << 30)
             .unwrap();
-        for b in pack::read_entries(repo.keys(), &e.name, &bytes).unwrap() {
-            match b.ty {
-                pack::BlobType::Data => data[b.compression as usize] += 1,
-                pack::BlobType::Tree => trees2 += (b.compression == 2) as usize,
-            }
+        v.extend(pack::read_entries(repo.keys(), &e.name, &bytes).unwrap());
+    }
+    v
+}
+
+/// Data blobs by compression code (0, 1, 2) and tree blobs with code 2.
+fn codes(t: &TestRepo) -> ([usize; 3], usize) {
+    let (mut data, mut trees2) = ([0usize; 3], 0);
+    for b in entries(t) {
+        match b.ty {
+            pack::BlobType::Data => data[b.compression as usize] += 1,
+            pack::BlobType::Tree => trees2 += (b.compression == 2) as usize,
         }
     }
     (data, trees2)
@@ -360,22 +366,11 @@ fn a_missing_dictionary_is_looked_for_again_once() {
     let src = t.dir.path().join("docs");
     make_docs(&src, 7, 200);
     backup(&t, &src, BUDGET);
-    let needing: Vec<larder::Id> = {
-        let repo = t.open().unwrap();
-        let mut v = Vec::new();
-        for e in repo.backend().list(Kind::Pack).unwrap() {
-            let bytes = repo
-                .backend()
-                .read_bounded(Kind::Pack, &e.name, 1 << 30)
-                .unwrap();
-            for b in pack::read_entries(repo.keys(), &e.name, &bytes).unwrap() {
-                if b.compression == 2 {
-                    v.push(b.id);
-                }
-            }
-        }
-        v
-    };
+    let needing: Vec<larder::Id> = entries(&t)
+        .into_iter()
+        .filter(|b| b.compression == 2)
+        .map(|b| b.id)
+        .collect();
     assert!(needing.len() >= 20, "{}", needing.len());
     for d in dicts(&t.repo_path()) {
         fs::remove_file(t.repo_path().join("dicts").join(d)).unwrap();

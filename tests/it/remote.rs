@@ -273,11 +273,28 @@ fn rest_server_full_sequence() {
     };
     let tree = d.path().join("tree");
     make_tree(&tree, 3 << 20);
-    let a = Client::new(&rest_repo(port), &[]);
+    // Pages enough to train a compression dictionary with a small budget.
+    for i in 0..60u64 {
+        let words: String = rand_bytes(500 + i, 800)
+            .iter()
+            .map(|b| ["restore ", "snapshot ", "<p>larder</p> ", "pack "][*b as usize % 4])
+            .collect();
+        write(&tree.join(format!("docs/p{i}.html")), words.as_bytes());
+    }
+    let a = Client::new(&rest_repo(port), &[("LARDER_DICT_SAMPLES", "200000")]);
     full_sequence(&a, &tree);
-    // The objects are where restic's layout puts them.
+    // The objects are where restic's layout puts them; the dictionary is
+    // in `keys/` under its prefix (the protocol has no directory for it),
+    // and the second client of `full_sequence` opened and read past it.
     assert!(d.path().join("served/repo/config").is_file());
     assert!(d.path().join("served/repo/data").is_dir());
+    let dicts: Vec<String> = std::fs::read_dir(d.path().join("served/repo/keys"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("dict-"))
+        .collect();
+    assert_eq!(dicts.len(), 1, "{dicts:?}");
+    assert!(!d.path().join("served/repo/dicts").exists());
 }
 
 #[test]
