@@ -168,11 +168,6 @@ impl Dictionaries {
     pub fn by_zstd_id(&self, zstd_id: u32) -> impl Iterator<Item = &Arc<Dictionary>> {
         self.list.iter().filter(move |d| d.zstd_id == zstd_id)
     }
-
-    /// Whether one has the object id `name`.
-    pub fn contains(&self, name: &Id) -> bool {
-        self.list.iter().any(|d| d.name == *name)
-    }
 }
 
 /// Where a blob reader finds dictionaries.
@@ -215,8 +210,9 @@ pub struct Sampler {
 
 impl Sampler {
     /// A sampler that gives its samples once `budget` bytes are held
-    /// (`0`: never samples).
+    /// (`0`: never samples; at most 64 MiB, whatever is asked).
     pub fn new(budget: usize) -> Sampler {
+        let budget = budget.min(64 << 20);
         let state = (budget > 0).then(|| (Vec::new(), Vec::new()));
         Sampler {
             budget,
@@ -244,18 +240,6 @@ impl Sampler {
         }
         None
     }
-
-    /// Stops sampling (a dictionary appeared) and frees what was held.
-    pub fn stop(&self) {
-        if let Ok(mut st) = self.state.lock() {
-            *st = None;
-        }
-    }
-
-    /// Whether it still collects.
-    pub fn active(&self) -> bool {
-        self.state.lock().map(|s| s.is_some()).unwrap_or(false)
-    }
 }
 
 #[cfg(test)]
@@ -264,7 +248,7 @@ mod tests {
     use crate::crypto::MasterKey;
 
     /// Text that shares words across samples, as documentation does.
-    pub(crate) fn corpus(n: usize) -> Vec<Vec<u8>> {
+    fn corpus(n: usize) -> Vec<Vec<u8>> {
         let words = [
             "<html>",
             "<head>",
@@ -309,7 +293,10 @@ mod tests {
                 got = Some(s);
             }
         }
-        assert!(!sampler.active());
+        assert!(
+            sampler.offer(&files[0]).is_none(),
+            "nothing is collected after the handout"
+        );
         let (data, sizes) = got.expect("the budget was reached");
         assert_eq!(sizes.iter().sum::<usize>(), data.len());
         let zd = train(&data, &sizes).expect("trains");
@@ -362,11 +349,10 @@ mod tests {
     #[test]
     fn sampler_with_no_budget_never_samples() {
         let s = Sampler::new(0);
-        assert!(!s.active());
-        assert!(s.offer(b"abc").is_none());
+        assert!(s.offer(&[1; 20]).is_none());
         let s = Sampler::new(10);
         assert!(s.offer(b"").is_none(), "empty blobs are not samples");
-        s.stop();
-        assert!(s.offer(&[1; 20]).is_none());
+        let (data, sizes) = s.offer(&[1; 20]).expect("20 bytes fill a 10-byte budget");
+        assert_eq!((data.len(), sizes), (20, vec![20]));
     }
 }
