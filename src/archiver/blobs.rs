@@ -4,11 +4,13 @@
 //! 1 MiB so the channel is touched once per batch rather than once per small
 //! file. The reading workers share one sink ([`SharedSink`]): each hashes
 //! its chunks on its own thread and holds the lock only to check and queue
-//! the ID.
+//! the ID. The checks go to the index cache on a connection of their own
+//! ([`DedupReader`]), many to a read transaction.
 
 use super::store::StoreItem;
 use crate::error::{Error, Result};
 use crate::id::Id;
+use crate::index::DedupReader;
 use crate::pack::BlobType;
 use crate::repository::Repository;
 use crossbeam_channel::Sender;
@@ -33,26 +35,35 @@ pub(super) struct BlobSink<'r> {
     batch_bytes: usize,
     /// New blobs sent to the store during this run.
     inflight: HashSet<Id>,
+    /// The index cache, as this run's dedup checks see it.
+    reader: DedupReader,
     /// Plaintext bytes of the new blobs.
     pub(super) added_plain: u64,
 }
 
 impl<'r> BlobSink<'r> {
     /// A sink sending new blobs to `store` (or nowhere, in a dry run).
-    pub(super) fn new(repo: &'r Repository, store: Option<Sender<Vec<StoreItem>>>) -> Self {
+    /// `reader` answers the dedup checks (the repository's
+    /// [`crate::index::Index::dedup_reader`]).
+    pub(super) fn new(
+        repo: &'r Repository,
+        reader: DedupReader,
+        store: Option<Sender<Vec<StoreItem>>>,
+    ) -> Self {
         BlobSink {
             repo,
             store,
             batch: Vec::new(),
             batch_bytes: 0,
             inflight: HashSet::new(),
+            reader,
             added_plain: 0,
         }
     }
 
     /// Stores blob `id` (the ID of `data`) unless it is known.
     fn add(&mut self, ty: BlobType, id: Id, data: &[u8]) -> Result<()> {
-        if self.inflight.contains(&id) || self.repo.index()?.contains(&id)? {
+        if self.inflight.contains(&id) || self.reader.contains(&id)? {
             return Ok(());
         }
         self.inflight.insert(id);
@@ -107,7 +118,9 @@ impl<'r> BlobSink<'r> {
         }
         drop(index);
         self.inflight = keep;
-        Ok(())
+        // The blobs just forgotten are in the index: the next check must
+        // see it as it is now.
+        self.reader.renew()
     }
 
     /// Hands the pending blobs to the store.

@@ -270,6 +270,12 @@ impl Index {
         Error::sqlite(&self.path, e)
     }
 
+    /// A second connection to this cache for a backup's dedup questions
+    /// (see [`super::DedupReader`]).
+    pub fn dedup_reader(&self) -> Result<super::DedupReader> {
+        super::DedupReader::open(&self.path)
+    }
+
     /// The database file (another connection may attach it read-only, as
     /// prune's usage database does).
     pub fn path(&self) -> &Path {
@@ -631,22 +637,7 @@ impl Index {
 
     /// Blob `id` in the base: its pack number and entry.
     fn base_lookup(&self, id: &Id) -> Result<Option<(i64, PackEntry)>> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT rows FROM blob_base WHERE first <= ?1 ORDER BY first DESC LIMIT 1",
-            )
-            .map_err(|e| self.err(e))?;
-        // The block is searched where SQLite holds it (no copy: a backup
-        // asks this for every chunk, from several threads).
-        let found = st
-            .query_row(params![&bulk::seek_key(id)[..]], |r| {
-                let rows = r.get_ref(0)?.as_blob()?;
-                Ok(bulk::find_in_block(rows, id).and_then(bulk::decode))
-            })
-            .optional()
-            .map_err(|e| self.err(e))?;
-        Ok(found.flatten())
+        base_lookup_on(&self.conn, id).map_err(|e| self.err(e))
     }
 
     /// Whether the cache holds a base (blobs absorbed in bulk, kept as
@@ -767,15 +758,7 @@ impl Index {
     /// what a backup may deduplicate against (a blob only marked packs hold
     /// is stored again, so nothing new comes to depend on a marked pack).
     pub fn contains(&self, id: &Id) -> Result<bool> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT 1 FROM blobs WHERE id = ?1 AND marked = 0")
-            .map_err(|e| self.err(e))?;
-        if st.exists(params![id.0]).map_err(|e| self.err(e))? {
-            return Ok(true);
-        }
-        // The base exists only while no pack is marked.
-        Ok(self.base_lookup(id)?.is_some())
+        contains_on(&self.conn, id).map_err(|e| self.err(e))
     }
 
     /// The ones of `ids` that the index [`Index::contains`], asked in one
@@ -1008,6 +991,33 @@ fn insert_packs(
     Ok(())
 }
 
+/// Whether blob `id` is in an unmarked pack, asked on `conn` (the cache's
+/// own connection, or a backup's [`super::DedupReader`]).
+pub(super) fn contains_on(conn: &Connection, id: &Id) -> rusqlite::Result<bool> {
+    let mut st = conn.prepare_cached("SELECT 1 FROM blobs WHERE id = ?1 AND marked = 0")?;
+    if st.exists(params![id.0])? {
+        return Ok(true);
+    }
+    // The base exists only while no pack is marked.
+    Ok(base_lookup_on(conn, id)?.is_some())
+}
+
+/// Blob `id` in the base, asked on `conn`: its pack number and entry.
+fn base_lookup_on(conn: &Connection, id: &Id) -> rusqlite::Result<Option<(i64, PackEntry)>> {
+    let mut st = conn.prepare_cached(
+        "SELECT rows FROM blob_base WHERE first <= ?1 ORDER BY first DESC LIMIT 1",
+    )?;
+    // The block is searched where SQLite holds it (no copy: a backup asks
+    // this for every chunk).
+    let found = st
+        .query_row(params![&bulk::seek_key(id)[..]], |r| {
+            let rows = r.get_ref(0)?.as_blob()?;
+            Ok(bulk::find_in_block(rows, id).and_then(bulk::decode))
+        })
+        .optional()?;
+    Ok(found.flatten())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1088,6 +1098,58 @@ mod tests {
         assert!(reader.conn.is_autocommit());
         assert!(reader.lookup(&id("blob", 1)).unwrap().is_some());
         reader.end_read().unwrap();
+    }
+
+    /// A backup's dedup reader answers from one view of the cache: a blob
+    /// indexed after the view began is not seen until the view is
+    /// renewed (by the caller, or once `RENEW` has passed), and a blob
+    /// whose only pack is marked for deletion is never counted as stored.
+    #[test]
+    fn a_dedup_reader_answers_from_one_view_until_renewed() {
+        use super::super::marks::{DeletionPlan, MarkedPack};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.sqlite");
+        let mut idx = Index::open(&path).unwrap();
+        idx.absorb(&id("segment", 0), &one_pack_segment(0)).unwrap();
+        let mut reader = idx.dedup_reader().unwrap();
+        assert!(reader.contains(&id("blob", 0)).unwrap());
+        assert!(!reader.contains(&id("blob", 1)).unwrap());
+        idx.absorb(&id("segment", 1), &one_pack_segment(1)).unwrap();
+        assert!(idx.contains(&id("blob", 1)).unwrap());
+        assert!(
+            !reader.contains(&id("blob", 1)).unwrap(),
+            "indexed after the view began"
+        );
+        reader.renew().unwrap();
+        assert!(reader.contains(&id("blob", 1)).unwrap());
+
+        // The view renews itself once it is RENEW old.
+        idx.absorb(&id("segment", 2), &one_pack_segment(2)).unwrap();
+        assert!(!reader.contains(&id("blob", 2)).unwrap());
+        std::thread::sleep(crate::index::reader::RENEW + Duration::from_millis(50));
+        assert!(reader.contains(&id("blob", 2)).unwrap());
+
+        // A mark makes the blob unknown to the reader's next view.
+        let plan = Mark::Plan(DeletionPlan {
+            created: 0,
+            packs: vec![MarkedPack {
+                id: id("pack", 0),
+                size: 1_000,
+            }],
+        });
+        assert!(idx.absorb_mark(&id("mark", 0), &plan).unwrap());
+        idx.conn.execute_batch(APPLY_MARKS).unwrap();
+        assert!(!idx.contains(&id("blob", 0)).unwrap());
+        reader.renew().unwrap();
+        assert!(
+            !reader.contains(&id("blob", 0)).unwrap(),
+            "only in a marked pack"
+        );
+        assert!(reader.contains(&id("blob", 1)).unwrap());
+        // The reader never writes: the cache's own connection still can
+        // while the reader's view is open.
+        idx.absorb(&id("segment", 3), &one_pack_segment(3)).unwrap();
+        assert!(idx.contains(&id("blob", 3)).unwrap());
     }
 
     fn one_pack_segment(n: u64) -> IndexSegment {

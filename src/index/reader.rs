@@ -1,0 +1,90 @@
+//! A backup's deduplication questions on a connection of their own.
+//!
+//! A backup asks the cache about every chunk it reads. On the cache's shared
+//! connection each question is its own transaction: SQLite takes and drops
+//! the database's read lock (two `fcntl` calls and a look at the WAL index)
+//! for every one, and the questions queue behind the packer's writes on the
+//! same mutex. A [`DedupReader`] opens a second connection and asks its
+//! questions inside one read transaction, renewed every [`RENEW`] and
+//! whenever the caller asks ([`DedupReader::renew`]).
+//!
+//! Answering from a view up to [`RENEW`] old is safe: a blob the view misses
+//! (written meanwhile by another process) is stored once more, which the
+//! format allows; a pack marked for deletion after the view began cannot
+//! lose a blob the backup relies on, because the backup holds its lock
+//! throughout and a deletion plan waits for every lock listed when it was
+//! written (SPEC, deletion marks, rules 2-4). A view is never kept long
+//! enough to hold back the WAL's checkpoints.
+
+use super::cache::contains_on;
+use crate::error::{Error, Result};
+use crate::id::Id;
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long one read transaction answers before it is renewed.
+pub const RENEW: Duration = Duration::from_millis(500);
+
+/// How long opening waits for another process's write to the cache.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A read-only connection to the index cache for one backup's dedup checks.
+pub struct DedupReader {
+    conn: Connection,
+    path: PathBuf,
+    /// When the open read transaction began (None: none is open).
+    began: Option<Instant>,
+}
+
+impl DedupReader {
+    /// Opens another connection to the cache database at `path` (the
+    /// schema is already there: the cache's own connection made it).
+    pub(super) fn open(path: &Path) -> Result<DedupReader> {
+        let sq = |e| Error::sqlite(path, e);
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sq)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sq)?;
+        conn.execute_batch("PRAGMA query_only = 1; PRAGMA cache_size = -4096;")
+            .map_err(sq)?;
+        Ok(DedupReader {
+            conn,
+            path: path.to_path_buf(),
+            began: None,
+        })
+    }
+
+    /// Whether blob `id` is stored in a pack no deletion plan lists, as the
+    /// current view sees it ([`super::Index::contains`] asks the same).
+    pub fn contains(&mut self, id: &Id) -> Result<bool> {
+        self.begin()?;
+        contains_on(&self.conn, id).map_err(|e| Error::sqlite(&self.path, e))
+    }
+
+    /// Ends the current view: the next question sees the cache as it is
+    /// then (after this process's own packer has indexed what it wrote).
+    pub fn renew(&mut self) -> Result<()> {
+        if self.began.take().is_some() {
+            self.conn
+                .execute_batch("COMMIT")
+                .map_err(|e| Error::sqlite(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        match self.began {
+            Some(t) if t.elapsed() < RENEW => return Ok(()),
+            Some(_) => self.renew()?,
+            None => {}
+        }
+        self.conn
+            .execute_batch("BEGIN")
+            .map_err(|e| Error::sqlite(&self.path, e))?;
+        self.began = Some(Instant::now());
+        Ok(())
+    }
+}
