@@ -39,6 +39,15 @@ pub fn prepare_blob(
     prepare_as(keys, compressor.map(|c| (c, 1)), ty, id, plain)
 }
 
+thread_local! {
+    /// A sealing thread's buffer for the compressed bytes of one blob.
+    static COMPRESSED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The largest scratch buffer kept between blobs (a chunk's compress
+/// bound; a larger tree blob's buffer is let go).
+const SCRATCH_KEPT: usize = 2 << 20;
+
 /// [`prepare_blob`] with the compression code the compressor's output gets:
 /// 1 for plain zstd, 2 for zstd with a repository dictionary.
 fn prepare_as(
@@ -55,16 +64,29 @@ fn prepare_as(
         )));
     }
     let ad = blob_ad(ty, &id);
-    let mut stored = Vec::with_capacity(plain.len() + SEAL_OVERHEAD);
+    let mut stored = Vec::new();
     let mut compression = 0u8;
     if let Some((c, code)) = compressor {
-        let mut buf = Vec::with_capacity(zstd::zstd_safe::compress_bound(plain.len()));
-        if c.compress_to_buffer(plain, &mut buf).is_ok() && buf.len() < plain.len() {
-            keys.seal_into(&ad, &buf, &mut stored)?;
-            compression = code;
-        }
+        // The compressed bytes go to this thread's scratch buffer, kept
+        // between blobs: a buffer allocated and freed per blob had its
+        // pages handed back to the kernel and faulted in again each time
+        // (7 % of a cold backup's CPU, with the copy into `stored`).
+        COMPRESSED.with_borrow_mut(|buf| -> Result<()> {
+            buf.clear();
+            buf.reserve(zstd::zstd_safe::compress_bound(plain.len()));
+            if c.compress_to_buffer(plain, buf).is_ok() && buf.len() < plain.len() {
+                stored.reserve_exact(buf.len() + SEAL_OVERHEAD);
+                keys.seal_into(&ad, buf, &mut stored)?;
+                compression = code;
+            }
+            if buf.capacity() > SCRATCH_KEPT {
+                *buf = Vec::new();
+            }
+            Ok(())
+        })?;
     }
     if compression == 0 {
+        stored.reserve_exact(plain.len() + SEAL_OVERHEAD);
         keys.seal_into(&ad, plain, &mut stored)?;
     }
     Ok(PreparedBlob {
