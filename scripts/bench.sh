@@ -619,7 +619,8 @@ fi
 # Compression levels (issue 15) on a bounded subset (the first COMP_MIB MiB
 # of the corpus; zstd 19 is slow): a cold backup into a fresh repository
 # with each level, its time and the repository's size. larder `backup
-# --compression off|fast|auto|max`, restic `--compression off|auto|max`.
+# --compression off|fast|auto|better|max` (`better` where this larder has
+# it), restic `--compression off|auto|max`.
 if part comp; then
 CT=$W/comp-tree
 rm -rf "$CT"
@@ -640,6 +641,9 @@ for ((r = 1; r <= RUNS; r++)); do
     say "compression run $r of $RUNS: ${comp_tools[*]}"
     for t in "${comp_tools[@]}"; do
         levels=(off fast auto max)
+        if [ "$t" = larder ] && "$LARDER" backup --help | grep -q 'better'; then
+            levels=(off fast auto better max)
+        fi
         [ "$t" = restic ] && levels=(off auto max)
         for lvl in "${levels[@]}"; do
             use_repo "$t" comp; drop_repo "$t" comp; tool_init "$t"

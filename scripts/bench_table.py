@@ -14,6 +14,7 @@ raw.csv columns: kind,name,tool,run,wall_s,rss_kib,bytes,value
 """
 
 import csv
+import re
 import sys
 
 TOOLS = ["larder", "restic", "rustic", "borg"]
@@ -309,7 +310,7 @@ def render_snaps(d, w):
     w("")
 
 
-COMP_LEVELS = [("off", "off (stored)"), ("fast", "fast"), ("auto", "auto"), ("max", "max")]
+COMP_LEVELS = [("off", "off (stored)"), ("fast", "fast"), ("auto", "auto"), ("better", "better"), ("max", "max")]
 
 
 def render_comp(d, w):
@@ -319,8 +320,16 @@ def render_comp(d, w):
     m = d.meta
     w("## Compression levels")
     w("")
+    # The words larder was run with, and what each meant (the repository's
+    # level is in larder's settings line).
+    words = [lvl for lvl, _ in COMP_LEVELS
+             if lvl in ("off", "fast", "auto", "max")
+             or any(r["value"] == lvl for r in d.samples.get(("comp_backup", "larder"), []))]
+    conf = re.search(r"zstd level (\d+)", m.get("larder_settings", ""))
+    meaning = {"off": "off", "fast": "1", "auto": f"the repository's level {conf.group(1) if conf else 3}",
+               "better": "3", "max": "19"}
     w(f"A cold backup into a fresh repository with each level, on {m.get('comp_tree', 'a subset of the corpus')}; "
-      "larder `backup --compression off|fast|auto|max` (zstd off, 1, the repository's level 3, 19), "
+      f"larder `backup --compression {'|'.join(words)}` (zstd {', '.join(meaning[x] for x in words)}), "
       "restic `--compression off|auto|max`. Size: the repository after the backup, against the source.")
     w("")
     if "comp_larder" in m:

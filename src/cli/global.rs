@@ -59,13 +59,13 @@ pub struct Global {
     #[arg(long, env = "LARDER_ACCEPT_REPOSITORY_CHANGE", global = true)]
     pub accept_repository_change: bool,
     /// How to compress the data blobs this run writes (backup, copy), as
-    /// restic's flag: auto (the repository's level, set at init; 3 unless
-    /// chosen), off (stored raw), fast (zstd 1), max (zstd 19), or a zstd
-    /// level 1..=22. For `init`, the repository's level. Not a format
+    /// restic's flag: auto (the repository's level, set at init; 1 unless
+    /// chosen), off (stored raw), fast or fastest (zstd 1), better (zstd
+    /// 3), max (zstd 19), or a zstd level 1..=22. For `init`, the repository's level. Not a format
     /// change: blobs of any level read back the same.
     #[arg(
         long,
-        value_name = "auto|off|fast|max|LEVEL",
+        value_name = "auto|off|fast|better|max|LEVEL",
         env = "LARDER_COMPRESSION",
         global = true,
         default_value = "auto"

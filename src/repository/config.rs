@@ -47,12 +47,19 @@ impl Default for InitOptions {
 pub const LEVEL_MAX: i32 = 19;
 /// The zstd level of `--compression fast`.
 pub const LEVEL_FAST: i32 = 1;
-/// The level `init` records unless told otherwise.
-pub const LEVEL_DEFAULT: i32 = 3;
+/// The zstd level of `--compression better`.
+pub const LEVEL_BETTER: i32 = 3;
+/// The level `init` records unless told otherwise. Level 1, not 3: with
+/// the repository's dictionary (SPEC section 11) level 1 stores the
+/// benchmark tree in 5 % more bytes than level 3 (159 against 151 MB,
+/// still 0.8x restic's repository) for 15 % less CPU in a cold backup
+/// (user time 3.1 against 3.7 s, four interleaved runs each).
+pub const LEVEL_DEFAULT: i32 = LEVEL_FAST;
 
 /// A compression choice as restic's `--compression` words it: `auto`
 /// (the repository's configured level), `off` (data blobs stored raw),
-/// `max` (zstd 19), `fast` (zstd 1), or a zstd level 1..=22. Only the level
+/// `fast` or `fastest` (zstd 1), `better` (zstd 3), `max` (zstd 19), or a
+/// zstd level 1..=22. Only the level
 /// of the zstd frames a writer produces depends on it: any level reads back
 /// the same, so it is not part of the format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,6 +68,7 @@ pub enum Compression {
     Auto,
     Off,
     Fast,
+    Better,
     Max,
     Level(i32),
 }
@@ -73,6 +81,7 @@ impl Compression {
             Compression::Auto => configured,
             Compression::Off => 0,
             Compression::Fast => LEVEL_FAST,
+            Compression::Better => LEVEL_BETTER,
             Compression::Max => LEVEL_MAX,
             Compression::Level(l) => l,
         }
@@ -86,14 +95,15 @@ impl std::str::FromStr for Compression {
         let c = match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Compression::Auto,
             "off" => Compression::Off,
-            "fast" => Compression::Fast,
+            "fast" | "fastest" => Compression::Fast,
+            "better" => Compression::Better,
             "max" => Compression::Max,
             other => match other.parse::<i32>() {
                 Ok(l) if (1..=22).contains(&l) => Compression::Level(l),
                 _ => {
                     return Err(format!(
-                        "{s:?} is not a compression: expected auto, off, fast, max \
-                         or a zstd level 1..=22"
+                        "{s:?} is not a compression: expected auto, off, fast, better, \
+                         max or a zstd level 1..=22"
                     ));
                 }
             },
@@ -132,6 +142,8 @@ mod tests {
             ("auto", Compression::Auto, 7),
             ("off", Compression::Off, 0),
             ("fast", Compression::Fast, 1),
+            ("Fastest", Compression::Fast, 1),
+            ("better", Compression::Better, 3),
             ("MAX", Compression::Max, 19),
             ("12", Compression::Level(12), 12),
             ("22", Compression::Level(22), 22),
@@ -142,7 +154,10 @@ mod tests {
         }
         for bad in ["", "0", "23", "-1", "zstd", "max2"] {
             let e = bad.parse::<Compression>().unwrap_err();
-            assert!(e.contains("expected auto, off, fast, max"), "{bad:?}: {e}");
+            assert!(
+                e.contains("expected auto, off, fast, better, max"),
+                "{bad:?}: {e}"
+            );
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `--compression auto|off|fast|max|LEVEL` (and `LARDER_COMPRESSION`): one
+//! `--compression auto|off|fast|better|max|LEVEL` (and `LARDER_COMPRESSION`): one
 //! repository written at every level reads back byte for byte and passes
 //! `check --read-data`; the stored sizes order as the levels do; `off`
 //! stores data blobs raw; `init --compression` sets the repository's level;
@@ -105,6 +105,7 @@ fn every_level_in_one_repository_restores_and_orders_by_size() {
         ("off", false),
         ("fast", false),
         ("auto", true),
+        ("better", false),
         ("max", true),
     ];
     let mut runs = Vec::new();
@@ -127,12 +128,19 @@ fn every_level_in_one_repository_restores_and_orders_by_size() {
         runs.push((*word, dir, size, snap, added, progress));
     }
     let added = |w: &str| runs.iter().find(|r| r.0 == w).unwrap().4;
-    let (off, fast, auto, max) = (added("off"), added("fast"), added("auto"), added("max"));
+    let (off, fast, auto, better, max) = (
+        added("off"),
+        added("fast"),
+        added("auto"),
+        added("better"),
+        added("max"),
+    );
     let size = runs[0].2;
     assert!(off >= size, "off stores raw: {off} < source {size}");
     assert!(fast < off * 2 / 3, "fast compresses text: {fast} vs {off}");
-    assert!(auto <= fast, "auto (3) ≤ fast (1): {auto} vs {fast}");
-    assert!(max < auto, "max (19) < auto (3): {max} vs {auto}");
+    assert!(auto < off * 2 / 3, "auto compresses text: {auto} vs {off}");
+    assert!(better <= fast, "better (3) ≤ fast (1): {better} vs {fast}");
+    assert!(max < better, "max (19) < better (3): {max} vs {better}");
     for (word, _, _, _, _, progress) in &runs {
         // Only the (small) tree blobs of `off` are compressed.
         if *word == "off" {
@@ -171,7 +179,7 @@ fn a_bad_value_names_the_flag() {
         let (code, _, err) = run(c);
         assert_ne!(code, 0, "{bad}");
         assert!(
-            err.contains("--compression") && err.contains("auto, off, fast, max"),
+            err.contains("--compression") && err.contains("auto, off, fast, better, max"),
             "{bad}: {err}"
         );
         let mut c = common::larder(&t.repo_path(), &t.cache_path());
@@ -188,7 +196,13 @@ fn a_bad_value_names_the_flag() {
 
 #[test]
 fn init_sets_the_repositorys_level() {
-    for (word, level) in [("max", 19), ("off", 0), ("7", 7), ("auto", 3)] {
+    for (word, level) in [
+        ("max", 19),
+        ("off", 0),
+        ("7", 7),
+        ("better", 3),
+        ("auto", 1),
+    ] {
         let t = TestRepo::new();
         cli(
             &t.repo_path(),
