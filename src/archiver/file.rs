@@ -118,9 +118,20 @@ pub(super) fn read_file(
 
 impl Archiver<'_, '_> {
     /// Every extended attribute of `path` (not following a symlink),
-    /// including POSIX ACLs (`system.posix_acl_*`). Failures are reported.
-    pub(super) fn read_xattrs(&mut self, path: &Path, fs_path: &Path) -> Vec<Xattr> {
-        let names = match xattr::list(fs_path) {
+    /// including POSIX ACLs (`system.posix_acl_*`), read through `open`
+    /// when the file is open, else by `fs_path`. Failures are reported.
+    pub(super) fn read_xattrs(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        open: Option<&std::fs::File>,
+    ) -> Vec<Xattr> {
+        use xattr::FileExt;
+        let listed = match open {
+            Some(f) => f.list_xattr(),
+            None => xattr::list(fs_path),
+        };
+        let names = match listed {
             Ok(n) => n,
             Err(e) => {
                 // Filesystems without xattrs say so; that is not a problem.
@@ -135,7 +146,11 @@ impl Archiver<'_, '_> {
         };
         let mut out = Vec::new();
         for name in names {
-            match xattr::get(fs_path, &name) {
+            let got = match open {
+                Some(f) => f.get_xattr(&name),
+                None => xattr::get(fs_path, &name),
+            };
+            match got {
                 Ok(Some(value)) => out.push(Xattr {
                     name: name.as_bytes().to_vec(),
                     value,
