@@ -61,8 +61,9 @@ pub struct Global {
     /// How to compress the data blobs this run writes (backup, copy), as
     /// restic's flag: auto (the repository's level, set at init; 1 unless
     /// chosen), off (stored raw), fast or fastest (zstd 1), better (zstd
-    /// 3), max (zstd 19), or a zstd level 1..=22. For `init`, the repository's level. Not a format
-    /// change: blobs of any level read back the same.
+    /// 3), max (zstd 19), or a zstd level 1..=22. For `init`, the
+    /// repository's level. Not a format change: blobs of any level read
+    /// back the same.
     #[arg(
         long,
         value_name = "auto|off|fast|better|max|LEVEL",

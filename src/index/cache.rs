@@ -59,7 +59,7 @@ const CACHE_VERSION: i64 = 5;
 
 /// How long a process waits for another's write to the cache (a rebuild
 /// of a large index takes minutes) before giving up.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(600);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The connection settings: WAL (readers never wait for a writer), and a
 /// page cache of 4 MiB: enough for the upper levels of the B-trees of a

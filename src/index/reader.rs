@@ -16,7 +16,7 @@
 //! written (SPEC, deletion marks, rules 2-4). A view is never kept long
 //! enough to hold back the WAL's checkpoints.
 
-use super::cache::contains_on;
+use super::cache::{BUSY_TIMEOUT, contains_on};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use rusqlite::{Connection, OpenFlags};
@@ -25,9 +25,6 @@ use std::time::{Duration, Instant};
 
 /// How long one read transaction answers before it is renewed.
 pub const RENEW: Duration = Duration::from_millis(500);
-
-/// How long opening waits for another process's write to the cache.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// A read-only connection to the index cache for one backup's dedup checks.
 pub struct DedupReader {

@@ -70,7 +70,8 @@ fn prepare_as(
         // The compressed bytes go to this thread's scratch buffer, kept
         // between blobs: a buffer allocated and freed per blob had its
         // pages handed back to the kernel and faulted in again each time
-        // (7 % of a cold backup's CPU, with the copy into `stored`).
+        // (a cold backup of the benchmark tree: 95 k page faults before,
+        // 75 k after).
         COMPRESSED.with_borrow_mut(|buf| -> Result<()> {
             buf.clear();
             buf.reserve(zstd::zstd_safe::compress_bound(plain.len()));
