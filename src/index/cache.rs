@@ -24,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::pack::{BlobType, PackEntry};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -581,6 +581,13 @@ impl Index {
     /// quarters of a lookup's time). `lookup_reuses_its_prepared_statements`
     /// keeps it so.
     pub fn lookup(&self, id: &Id) -> Result<Option<BlobLocation>> {
+        self.lookup_in(id, &mut HashMap::new())
+    }
+
+    /// [`Index::lookup`], with the pack IDs already found (by pack number)
+    /// in `packs`: a run of lookups asks for each pack's ID once, not once
+    /// per blob.
+    fn lookup_in(&self, id: &Id, packs: &mut HashMap<i64, Id>) -> Result<Option<BlobLocation>> {
         let mut row = None;
         for sql in LOOKUP_ROW {
             let mut st = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
@@ -621,6 +628,9 @@ impl Index {
                 None => return Ok(None),
             },
         };
+        if let Some(pack) = packs.get(&num) {
+            return Ok(Some(BlobLocation { pack: *pack, entry }));
+        }
         let mut st = self
             .conn
             .prepare_cached("SELECT id FROM packs WHERE num = ?1")
@@ -629,9 +639,12 @@ impl Index {
             .query_row(params![num], |r| r.get::<_, [u8; 32]>(0))
             .optional()
             .map_err(|e| self.err(e))?;
-        Ok(pack.map(|pack| BlobLocation {
-            pack: Id(pack),
-            entry,
+        Ok(pack.map(|pack| {
+            packs.insert(num, Id(pack));
+            BlobLocation {
+                pack: Id(pack),
+                entry,
+            }
         }))
     }
 
@@ -707,9 +720,10 @@ impl Index {
     /// one per query); the answers are in the order of `ids`.
     pub fn lookup_many(&self, ids: &[Id]) -> Result<Vec<Option<BlobLocation>>> {
         let tx = self.read_transaction()?;
+        let mut packs = HashMap::new();
         let out = ids
             .iter()
-            .map(|id| self.lookup(id))
+            .map(|id| self.lookup_in(id, &mut packs))
             .collect::<Result<Vec<_>>>()?;
         self.finish_read(tx)?;
         Ok(out)
@@ -1070,6 +1084,49 @@ mod tests {
             "only for the miss"
         );
         assert_eq!(marked.get_status(StatementStatus::RePrepare), 0);
+    }
+
+    /// A run of lookups asks for each pack's ID once: 32 blobs in 4 packs
+    /// are 32 blob queries and 4 pack queries, with the same answers as
+    /// one lookup at a time.
+    #[test]
+    fn lookup_many_asks_for_each_pack_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = Index::open(&dir.path().join("index.sqlite")).unwrap();
+        let mut seg = IndexSegment::default();
+        for p in 0..4u64 {
+            seg.packs.push(IndexPack {
+                id: id("pack", p),
+                size: 10_000,
+                blobs: (0..8u64)
+                    .map(|j| PackEntry {
+                        ty: BlobType::Data,
+                        id: id("blob", p * 8 + j),
+                        offset: j * 100,
+                        stored_len: 100,
+                        plain_len: 200,
+                        compression: 1,
+                    })
+                    .collect(),
+            });
+        }
+        idx.absorb(&id("segment", 0), &seg).unwrap();
+        let mut ids: Vec<Id> = (0..32u64).map(|n| id("blob", n)).collect();
+        ids.push(id("absent", 0));
+        let many = idx.lookup_many(&ids).unwrap();
+        let pack_query = "SELECT id FROM packs WHERE num = ?1";
+        let runs = idx
+            .conn
+            .prepare_cached(pack_query)
+            .unwrap()
+            .get_status(StatementStatus::Run);
+        assert_eq!(runs, 4, "one pack query per pack");
+        for (n, found) in many.iter().enumerate().take(32) {
+            let loc = found.unwrap();
+            assert_eq!(loc.pack, id("pack", n as u64 / 8));
+            assert_eq!(Some(loc), idx.lookup(&ids[n]).unwrap());
+        }
+        assert!(many[32].is_none());
     }
 
     /// A read scope shares one transaction among the lookups inside it
