@@ -35,35 +35,30 @@ pub(super) struct BlobSink<'r> {
     batch_bytes: usize,
     /// New blobs sent to the store during this run.
     inflight: HashSet<Id>,
-    /// The index cache, as this run's dedup checks see it.
-    reader: DedupReader,
+    /// The index cache, as this run's dedup checks see it (opened at the
+    /// first check: an unchanged re-backup may make none).
+    reader: Option<DedupReader>,
     /// Plaintext bytes of the new blobs.
     pub(super) added_plain: u64,
 }
 
 impl<'r> BlobSink<'r> {
     /// A sink sending new blobs to `store` (or nowhere, in a dry run).
-    /// `reader` answers the dedup checks (the repository's
-    /// [`crate::index::Index::dedup_reader`]).
-    pub(super) fn new(
-        repo: &'r Repository,
-        reader: DedupReader,
-        store: Option<Sender<Vec<StoreItem>>>,
-    ) -> Self {
+    pub(super) fn new(repo: &'r Repository, store: Option<Sender<Vec<StoreItem>>>) -> Self {
         BlobSink {
             repo,
             store,
             batch: Vec::new(),
             batch_bytes: 0,
             inflight: HashSet::new(),
-            reader,
+            reader: None,
             added_plain: 0,
         }
     }
 
     /// Stores blob `id` (the ID of `data`) unless it is known.
     fn add(&mut self, ty: BlobType, id: Id, data: &[u8]) -> Result<()> {
-        if self.inflight.contains(&id) || self.reader.contains(&id)? {
+        if self.inflight.contains(&id) || self.indexed(&id)? {
             return Ok(());
         }
         self.inflight.insert(id);
@@ -120,7 +115,19 @@ impl<'r> BlobSink<'r> {
         self.inflight = keep;
         // The blobs just forgotten are in the index: the next check must
         // see it as it is now.
-        self.reader.renew()
+        match &mut self.reader {
+            Some(r) => r.renew(),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the index holds blob `id` (see [`DedupReader::contains`]).
+    fn indexed(&mut self, id: &Id) -> Result<bool> {
+        let reader = match &mut self.reader {
+            Some(r) => r,
+            None => self.reader.insert(self.repo.index()?.dedup_reader()?),
+        };
+        reader.contains(id)
     }
 
     /// Hands the pending blobs to the store.

@@ -250,7 +250,6 @@ fn run_pipeline(
     let scan_excluder = Excluder::new(opts)?;
     let chunker = repo.chunker()?;
     let removals = repo.index()?.removals()?;
-    let reader = repo.index()?.dedup_reader()?;
     let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| -> Result<Walked> {
         let stop = &scan_stop;
@@ -268,7 +267,7 @@ fn run_pipeline(
             let (tx, h) = store::spawn(scope, repo, lock);
             (Some(tx), Some(h))
         };
-        let sink = SharedSink::new(BlobSink::new(repo, reader, tx));
+        let sink = SharedSink::new(BlobSink::new(repo, tx));
         let (walked, summary, warnings, parent, trees) = walk_with_readers(
             opts,
             progress,
