@@ -1049,24 +1049,7 @@ mod tests {
     fn lookup_reuses_its_prepared_statements() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = Index::open(&dir.path().join("index.sqlite")).unwrap();
-        let mut seg = IndexSegment::default();
-        for p in 0..4u64 {
-            seg.packs.push(IndexPack {
-                id: id("pack", p),
-                size: 10_000,
-                blobs: (0..8u64)
-                    .map(|j| PackEntry {
-                        ty: BlobType::Data,
-                        id: id("blob", p * 8 + j),
-                        offset: j * 100,
-                        stored_len: 100,
-                        plain_len: 200,
-                        compression: 1,
-                    })
-                    .collect(),
-            });
-        }
-        idx.absorb(&id("segment", 0), &seg).unwrap();
+        idx.absorb(&id("segment", 0), &four_pack_segment()).unwrap();
         for n in 0..32u64 {
             let loc = idx.lookup(&id("blob", n)).unwrap().unwrap();
             assert_eq!(loc.pack, id("pack", n / 8));
@@ -1093,24 +1076,7 @@ mod tests {
     fn lookup_many_asks_for_each_pack_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = Index::open(&dir.path().join("index.sqlite")).unwrap();
-        let mut seg = IndexSegment::default();
-        for p in 0..4u64 {
-            seg.packs.push(IndexPack {
-                id: id("pack", p),
-                size: 10_000,
-                blobs: (0..8u64)
-                    .map(|j| PackEntry {
-                        ty: BlobType::Data,
-                        id: id("blob", p * 8 + j),
-                        offset: j * 100,
-                        stored_len: 100,
-                        plain_len: 200,
-                        compression: 1,
-                    })
-                    .collect(),
-            });
-        }
-        idx.absorb(&id("segment", 0), &seg).unwrap();
+        idx.absorb(&id("segment", 0), &four_pack_segment()).unwrap();
         let mut ids: Vec<Id> = (0..32u64).map(|n| id("blob", n)).collect();
         ids.push(id("absent", 0));
         let many = idx.lookup_many(&ids).unwrap();
@@ -1207,6 +1173,28 @@ mod tests {
         // while the reader's view is open.
         idx.absorb(&id("segment", 3), &one_pack_segment(3)).unwrap();
         assert!(idx.contains(&id("blob", 3)).unwrap());
+    }
+
+    /// Blobs 0..32 in packs 0..4, eight to a pack, 100 bytes apart.
+    fn four_pack_segment() -> IndexSegment {
+        let mut seg = IndexSegment::default();
+        for p in 0..4u64 {
+            seg.packs.push(IndexPack {
+                id: id("pack", p),
+                size: 10_000,
+                blobs: (0..8u64)
+                    .map(|j| PackEntry {
+                        ty: BlobType::Data,
+                        id: id("blob", p * 8 + j),
+                        offset: j * 100,
+                        stored_len: 100,
+                        plain_len: 200,
+                        compression: 1,
+                    })
+                    .collect(),
+            });
+        }
+        seg
     }
 
     fn one_pack_segment(n: u64) -> IndexSegment {
