@@ -83,7 +83,12 @@ impl<'r> BlobSink<'r> {
     /// For each list of `lists`, whether all its blobs are stored: sent by
     /// this run, or in the index (asked once for all of them, in one read
     /// transaction).
-    fn all_known_each(&self, lists: &[&[Id]]) -> Result<Vec<bool>> {
+    fn all_known_each(&mut self, lists: &[&[Id]]) -> Result<Vec<bool>> {
+        // A walk through unchanged directories asks the reader nothing:
+        // its view, if old, is ended here rather than left open.
+        if let Some(r) = &mut self.reader {
+            r.expire()?;
+        }
         let ask: HashSet<Id> = lists
             .iter()
             .flat_map(|l| l.iter())

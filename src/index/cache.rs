@@ -1169,6 +1169,27 @@ mod tests {
             "only in a marked pack"
         );
         assert!(reader.contains(&id("blob", 1)).unwrap());
+
+        // An open view keeps the WAL from being checkpointed past it; an
+        // expired one is ended without a question being asked.
+        idx.absorb(&id("segment", 4), &one_pack_segment(4)).unwrap();
+        let checkpoint = |idx: &Index| {
+            idx.conn
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                    Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+                })
+                .unwrap()
+        };
+        let (log, done) = checkpoint(&idx);
+        assert!(done < log, "the open view pins the WAL: {done} of {log}");
+        reader.expire().unwrap();
+        let (log, done) = checkpoint(&idx);
+        assert!(done < log, "a young view is kept: {done} of {log}");
+        std::thread::sleep(crate::index::reader::RENEW + Duration::from_millis(50));
+        reader.expire().unwrap();
+        let (log, done) = checkpoint(&idx);
+        assert_eq!(done, log, "the expired view no longer pins the WAL");
+
         // The reader never writes: the cache's own connection still can
         // while the reader's view is open.
         idx.absorb(&id("segment", 3), &one_pack_segment(3)).unwrap();

@@ -13,8 +13,10 @@
 //! format allows; a pack marked for deletion after the view began cannot
 //! lose a blob the backup relies on, because the backup holds its lock
 //! throughout and a deletion plan waits for every lock listed when it was
-//! written (SPEC, deletion marks, rules 2-4). A view is never kept long
-//! enough to hold back the WAL's checkpoints.
+//! written (SPEC, deletion marks, rules 2-4). While a view is open the
+//! WAL cannot be checkpointed past it, so a view older than [`RENEW`] is
+//! also ended when the backup stops asking (the walk calls
+//! [`DedupReader::expire`] at each directory it compares with its parent).
 
 use super::cache::{BUSY_TIMEOUT, contains_on};
 use crate::error::{Error, Result};
@@ -72,11 +74,18 @@ impl DedupReader {
         Ok(())
     }
 
-    fn begin(&mut self) -> Result<()> {
+    /// Ends the current view if it is [`RENEW`] old or older.
+    pub fn expire(&mut self) -> Result<()> {
         match self.began {
-            Some(t) if t.elapsed() < RENEW => return Ok(()),
-            Some(_) => self.renew()?,
-            None => {}
+            Some(t) if t.elapsed() >= RENEW => self.renew(),
+            _ => Ok(()),
+        }
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        self.expire()?;
+        if self.began.is_some() {
+            return Ok(());
         }
         self.conn
             .execute_batch("BEGIN")
