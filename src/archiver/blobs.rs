@@ -5,9 +5,11 @@
 //! file. The reading workers share one sink ([`SharedSink`]): each hashes
 //! its chunks on its own thread and holds the lock only to check and queue
 //! the ID. The checks go to the index cache on a connection of their own
-//! ([`DedupReader`]), many to a read transaction.
+//! ([`DedupReader`]), many to a read transaction. A new chunk of a small
+//! file is then sealed by the worker that read it, outside the lock
+//! ([`Put::put`]); see [`super::store`].
 
-use super::store::StoreItem;
+use super::store::{Put, StoreItem};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::DedupReader;
@@ -56,28 +58,39 @@ impl<'r> BlobSink<'r> {
         }
     }
 
-    /// Stores blob `id` (the ID of `data`) unless it is known.
-    fn add(&mut self, ty: BlobType, id: Id, data: &[u8]) -> Result<()> {
+    /// Stores blob `id` (the ID of `data`) unless it is known. With
+    /// `inline`, or while the sealing workers' queue is full, a new blob is
+    /// only claimed: the caller must seal it ([`Put::put`]); returns
+    /// whether it was.
+    fn add(&mut self, ty: BlobType, id: Id, data: &[u8], inline: bool) -> Result<bool> {
         if self.inflight.contains(&id) || self.indexed(&id)? {
-            return Ok(());
+            return Ok(false);
         }
         self.inflight.insert(id);
         self.added_plain += data.len() as u64;
         if self.inflight.len() > INFLIGHT_LIMIT {
             self.forget_indexed()?;
         }
-        if self.store.is_some() {
-            self.batch_bytes += data.len();
-            self.batch.push(StoreItem {
-                ty,
-                id,
-                data: data.to_vec(),
-            });
-            if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_ITEMS {
-                self.send_batch()?;
-            }
+        let Some(tx) = &self.store else {
+            return Ok(false);
+        };
+        // Sealed in place: a small file's chunk (no copy), and any blob
+        // while the sealing workers are behind, rather than wait for them
+        // (so a large file's chunks keep pace with the small files read
+        // beside it, and land in the packs written meanwhile).
+        if inline || tx.is_full() {
+            return Ok(true);
         }
-        Ok(())
+        self.batch_bytes += data.len();
+        self.batch.push(StoreItem {
+            ty,
+            id,
+            data: data.to_vec(),
+        });
+        if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_ITEMS {
+            self.send_batch()?;
+        }
+        Ok(false)
     }
 
     /// For each list of `lists`, whether all its blobs are stored: sent by
@@ -176,6 +189,8 @@ fn id_of(repo: &Repository, zero_ids: &mut HashMap<usize, Id>, ty: BlobType, dat
 pub(super) struct SharedSink<'r> {
     repo: &'r Repository,
     sink: Mutex<BlobSink<'r>>,
+    /// Where new blobs claimed for sealing in place go (None in a dry run).
+    store: Option<&'r dyn Put>,
 }
 
 /// A reading worker's own cache of all-zero chunk IDs.
@@ -183,10 +198,11 @@ pub(super) struct SharedSink<'r> {
 pub(super) struct ZeroIds(HashMap<usize, Id>);
 
 impl<'r> SharedSink<'r> {
-    pub(super) fn new(sink: BlobSink<'r>) -> Self {
+    pub(super) fn new(sink: BlobSink<'r>, store: Option<&'r dyn Put>) -> Self {
         SharedSink {
             repo: sink.repo,
             sink: Mutex::new(sink),
+            store,
         }
     }
 
@@ -197,10 +213,21 @@ impl<'r> SharedSink<'r> {
     }
 
     /// Stores one blob unless it is known; returns its ID. The hash is
-    /// computed before the lock is taken.
-    pub(super) fn store(&self, zeros: &mut ZeroIds, ty: BlobType, data: &[u8]) -> Result<Id> {
+    /// computed before the lock is taken. With `inline`, a new blob is
+    /// sealed and packed on this thread, after the lock is released;
+    /// without, it is copied to the sealing workers.
+    pub(super) fn store(
+        &self,
+        zeros: &mut ZeroIds,
+        ty: BlobType,
+        data: &[u8],
+        inline: bool,
+    ) -> Result<Id> {
         let id = id_of(self.repo, &mut zeros.0, ty, data);
-        self.lock()?.add(ty, id, data)?;
+        let claimed = self.lock()?.add(ty, id, data, inline)?;
+        if let (true, Some(store)) = (claimed, self.store) {
+            store.put(ty, id, data)?;
+        }
         Ok(id)
     }
 

@@ -16,6 +16,12 @@ use crate::tree::Xattr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+/// Files up to this size have their new chunks sealed by the worker that
+/// reads them ([`SharedSink::store`] with `inline`): no copy, and the
+/// bytes just hashed are still in the core's cache. A larger file's chunks
+/// go to the sealing workers, so that one large file keeps every core busy.
+const SEAL_IN_PLACE_MAX: u64 = 8 << 20;
+
 /// What reading one file gave: its chunks and the bytes read, or why it
 /// could not be read (completely).
 pub(super) struct ReadOutcome {
@@ -78,6 +84,7 @@ pub(super) fn read_file(
         &mut plain_reader
     };
     let mut read_err: Option<String> = None;
+    let inline = before.size <= SEAL_IN_PLACE_MAX;
     let (chunker, buf, zeros, content) =
         (&st.chunker, &mut st.buf, &mut st.zeros, &mut out.content);
     let total = chunker.stream(
@@ -85,7 +92,7 @@ pub(super) fn read_file(
         buf,
         |c| {
             crate::interrupt::check()?;
-            content.push(sink.store(zeros, BlobType::Data, c)?);
+            content.push(sink.store(zeros, BlobType::Data, c, inline)?);
             progress.bytes(c.len() as u64);
             Ok(())
         },

@@ -251,7 +251,12 @@ fn run_pipeline(
     let chunker = repo.chunker()?;
     let removals = repo.index()?.removals()?;
     let scan_stop = AtomicBool::new(false);
-    std::thread::scope(|scope| -> Result<Walked> {
+    let store = if opts.dry_run {
+        None
+    } else {
+        Some(store::Store::new(repo, lock)?)
+    };
+    let walked = std::thread::scope(|scope| {
         let stop = &scan_stop;
         // The totals for a percentage and an ETA cost a second walk: only
         // when something shows them.
@@ -261,13 +266,17 @@ fn run_pipeline(
                 scan::scan(paths, x, opts.one_file_system, stop, progress)
             });
         }
-        let (tx, handle) = if opts.dry_run {
-            (None, None)
-        } else {
-            let (tx, h) = store::spawn(scope, repo, lock);
-            (Some(tx), Some(h))
+        let (tx, handle) = match &store {
+            None => (None, None),
+            Some(st) => {
+                let (tx, h) = store::spawn(scope, st);
+                (Some(tx), Some(h))
+            }
         };
-        let sink = SharedSink::new(BlobSink::new(repo, tx));
+        let sink = SharedSink::new(
+            BlobSink::new(repo, tx),
+            store.as_ref().map(|s| s as &dyn store::Put),
+        );
         let (walked, summary, warnings, parent, trees) = walk_with_readers(
             opts,
             progress,
@@ -280,25 +289,28 @@ fn run_pipeline(
         scan_stop.store(true, Ordering::Relaxed);
         let added_plain = sink.added_plain();
         drop(sink);
-        let stored = match handle {
-            Some(h) => Some(
-                h.join()
-                    .map_err(|_| Error::internal("the storing stage panicked"))??,
-            ),
-            None => None,
-        };
+        if let Some(h) = handle {
+            h.join()
+                .map_err(|_| Error::internal("the storing stage panicked"))??;
+        }
         let mut summary = summary;
         summary.data_added_plain = added_plain?;
-        // An error of the store stage explains a failed send: report it first.
-        Ok(Walked {
-            root: walked?,
-            summary,
-            warnings,
-            notices: parent,
-            stored,
-            trees,
-            removals,
-        })
+        Ok((walked, summary, warnings, parent, trees))
+    });
+    // The last pack and segment are written even after a failed walk, so
+    // the next run reuses what this one stored. An error of the store
+    // stage explains a failed send: report it first.
+    let stored = store.map(store::Store::finish).transpose();
+    let (walked, summary, warnings, notices, trees) = walked?;
+    let stored = stored?;
+    Ok(Walked {
+        root: walked?,
+        summary,
+        warnings,
+        notices,
+        stored,
+        trees,
+        removals,
     })
 }
 

@@ -1,15 +1,19 @@
-//! The storing stage of the backup pipeline: new blobs arrive on a bounded
-//! channel from the walking/reading thread and are compressed, sealed and
-//! appended to the pack being filled by one worker thread per core (each
-//! with its own zstd context). The workers share the [`Packer`] behind a
-//! mutex, held only to append a sealed blob, so no thread hop sits between
-//! sealing and packing. The bounded channel keeps memory flat: the reader
-//! waits when sealing falls behind.
+//! The storing stage of the backup pipeline: compress, seal and append new
+//! blobs to the pack being filled ([`Store`], one [`Packer`] behind a
+//! mutex, held only to append a sealed blob).
 //!
-//! In a repository without a compression dictionary, the workers also
-//! sample the first data blobs; the one whose blob completes the sample
-//! trains the dictionary and writes it, and data blobs sealed after that
-//! use it (see [`crate::dictionary`]).
+//! A reading worker that finds a chunk of a small file new seals it on its
+//! own thread ([`Put::put`]), straight from its read buffer: no copy, no
+//! hop, and the bytes it has just hashed are still in its cache. Chunks of
+//! large files and tree blobs are copied into batches on a bounded channel
+//! instead, which one sealing worker per core drains ([`spawn`]), so that
+//! one large file still keeps every core busy. The bounded channel keeps
+//! memory flat: the sender waits when sealing falls behind.
+//!
+//! In a repository without a compression dictionary, the first data blobs
+//! are also sampled; the one whose blob completes the sample trains the
+//! dictionary and writes it, and data blobs sealed after that use it (see
+//! [`crate::dictionary`]).
 
 use crate::dictionary::{self, SAMPLE_BUDGET, Sampler};
 use crate::error::{Error, Result};
@@ -36,22 +40,76 @@ pub struct StoreItem {
     pub data: Vec<u8>,
 }
 
-/// Starts the stage inside `scope`. Send blobs on the returned sender; drop
-/// it and join the handle to flush the last pack and index segment.
+/// Where new blobs are sealed and packed, from any thread.
+pub struct Store<'r> {
+    repo: &'r Repository,
+    packer: Mutex<Packer<'r>>,
+    sampler: Sampler,
+    /// Set by the first failure: the sealing workers stop.
+    failed: AtomicBool,
+}
+
+impl<'r> Store<'r> {
+    /// A store for `repo`, writing under the run's `lock`.
+    pub fn new(repo: &'r Repository, lock: Option<LockHandle>) -> Result<Store<'r>> {
+        Ok(Store {
+            repo,
+            packer: Mutex::new(Packer::with_lock(repo, lock)?),
+            sampler: Sampler::new(sample_budget(repo)),
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    /// Flushes the last pack and index segment; returns what was stored.
+    pub fn finish(self) -> Result<PackerStats> {
+        self.packer
+            .into_inner()
+            .map_err(|_| Error::internal("packer lock poisoned"))?
+            .finish()
+    }
+}
+
+/// Sealing and packing one new blob, from any thread: what a [`Store`]
+/// does. The blob sink holds it as this trait, borrowed for less than the
+/// store's own lifetime, so that the store can be finished once the walk
+/// is done.
+pub trait Put: Sync {
+    /// Compresses and seals blob `id` (the ID of `data`), offers it to the
+    /// dictionary's sampler and appends it to the pack being filled. The
+    /// caller has made sure no other thread stores the same blob.
+    fn put(&self, ty: BlobType, id: Id, data: &[u8]) -> Result<()>;
+}
+
+impl Put for Store<'_> {
+    fn put(&self, ty: BlobType, id: Id, data: &[u8]) -> Result<()> {
+        let r = seal_blob(self.repo, ty, id, data)
+            .and_then(|b| learn(self.repo, &self.sampler, ty, data, b.compression).map(|_| b))
+            .and_then(|b| {
+                self.packer
+                    .lock()
+                    .map_err(|_| Error::internal("packer lock poisoned"))?
+                    .add_prepared(b)
+            });
+        if r.is_err() {
+            self.failed.store(true, Ordering::Relaxed);
+        }
+        r.map(|_| ())
+    }
+}
+
+/// Starts the sealing workers inside `scope`, storing into `store`. Send
+/// batches on the returned sender; drop it and join the handle once all
+/// are sent, then [`Store::finish`].
 ///
 /// One worker per core takes blobs as it becomes free (no batch barrier, so
 /// one large chunk never idles the other core) and appends them to the
 /// shared packer in whatever order they finish: order within packs does not
 /// matter. The first error stops every worker (the sender then fails) and is
 /// what the handle returns.
-pub fn spawn<'scope, 'env>(
+pub fn spawn<'scope, 'env, 'r: 'env>(
     scope: &'scope Scope<'scope, 'env>,
-    repo: &'env Repository,
-    lock: Option<LockHandle>,
-) -> (
-    Sender<Vec<StoreItem>>,
-    ScopedJoinHandle<'scope, Result<PackerStats>>,
-) {
+    store: &'env Store<'r>,
+) -> (Sender<Vec<StoreItem>>, ScopedJoinHandle<'scope, Result<()>>) {
     let (tx, rx) = bounded::<Vec<StoreItem>>(CHANNEL_BATCHES);
     let workers = std::env::var("LARDER_SEAL_THREADS")
         .ok()
@@ -59,56 +117,34 @@ pub fn spawn<'scope, 'env>(
         .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
         .unwrap_or(2)
         .clamp(1, 64);
-    let handle = scope.spawn(move || -> Result<PackerStats> {
-        let packer = Mutex::new(Packer::with_lock(repo, lock)?);
-        let sampler = Sampler::new(sample_budget(repo));
-        let sampler = &sampler;
-        let failed = AtomicBool::new(false);
-        let first_error = std::thread::scope(|s| {
+    let handle = scope.spawn(move || -> Result<()> {
+        std::thread::scope(|s| {
             let handles: Vec<_> = (0..workers)
                 .map(|_| {
-                    let (rx, packer, failed) = (rx.clone(), &packer, &failed);
+                    let rx = rx.clone();
                     s.spawn(move || -> Result<()> {
                         for item in rx.iter().flatten() {
-                            if failed.load(Ordering::Relaxed) {
+                            if store.failed.load(Ordering::Relaxed) {
                                 break;
                             }
-                            let r = seal_blob(repo, item.ty, item.id, &item.data)
-                                .and_then(|b| learn(repo, sampler, &item, b.compression).map(|_| b))
-                                .and_then(|b| {
-                                    packer
-                                        .lock()
-                                        .map_err(|_| Error::internal("packer lock poisoned"))?
-                                        .add_prepared(b)
-                                });
-                            if let Err(e) = r {
-                                failed.store(true, Ordering::Relaxed);
-                                return Err(e);
-                            }
+                            store.put(item.ty, item.id, &item.data)?;
                         }
                         Ok(())
                     })
                 })
                 .collect();
             drop(rx);
-            let mut first = None;
+            let mut first = Ok(());
             for h in handles {
                 let r = h
                     .join()
                     .unwrap_or_else(|_| Err(Error::internal("a sealing worker panicked")));
-                if let (Err(e), None) = (r, &first) {
-                    first = Some(e);
+                if first.is_ok() {
+                    first = r;
                 }
             }
             first
-        });
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        packer
-            .into_inner()
-            .map_err(|_| Error::internal("packer lock poisoned"))?
-            .finish()
+        })
     });
     (tx, handle)
 }
@@ -132,11 +168,17 @@ fn sample_budget(repo: &Repository) -> usize {
 /// incompressible data a dictionary cannot help); the blob that completes
 /// the sample trains the dictionary here and writes it to the repository.
 /// Too little to learn from leaves the run without one.
-fn learn(repo: &Repository, sampler: &Sampler, item: &StoreItem, compression: u8) -> Result<()> {
-    if item.ty != BlobType::Data || compression != 1 {
+fn learn(
+    repo: &Repository,
+    sampler: &Sampler,
+    ty: BlobType,
+    plain: &[u8],
+    compression: u8,
+) -> Result<()> {
+    if ty != BlobType::Data || compression != 1 {
         return Ok(());
     }
-    if let Some((data, sizes)) = sampler.offer(&item.data)
+    if let Some((data, sizes)) = sampler.offer(plain)
         && let Some(zstd) = dictionary::train(&data, &sizes)
     {
         repo.add_dictionary(zstd)?;

@@ -279,7 +279,9 @@ impl Archiver<'_, '_> {
 
     pub(super) fn store_tree(&mut self, tree: &Tree) -> Result<Id> {
         let bytes = tree.encode()?;
-        let id = self.blobs.store(&mut self.zeros, BlobType::Tree, &bytes)?;
+        let id = self
+            .blobs
+            .store(&mut self.zeros, BlobType::Tree, &bytes, false)?;
         self.trees.note(id);
         Ok(id)
     }

@@ -87,6 +87,17 @@ pub fn restore(
     restore_with_progress(repo, snap, sub, opts, &NoProgress)
 }
 
+/// Whether `sub` names the one path snapshot `snap` backed up.
+fn only_path(snap: &Snapshot, sub: &str) -> bool {
+    let parts = |p: &str| {
+        p.split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    matches!(snap.paths.as_slice(), [p] if parts(p) == parts(sub))
+}
+
 /// [`restore`], telling `progress` each file restored and the totals
 /// (counted by a scan of the snapshot's trees beside the restore; without
 /// `--include`/`--exclude` only, where the totals are what will be restored).
@@ -107,8 +118,12 @@ pub fn restore_with_progress(
     }
     let dest = Destination::new(opts.numeric_owner);
     let selector = select::Selector::new(&opts.include, &opts.exclude)?;
-    // What the restore will write, when it is the whole snapshot.
-    let whole = sub.is_none() && opts.include.is_empty() && opts.exclude.is_empty();
+    // What the restore will write, when it is the whole snapshot: no
+    // sub-folder, or the snapshot's only backed-up path (the directories
+    // above it hold nothing else), and nothing included or excluded.
+    let whole = sub.is_none_or(|s| only_path(snap, s))
+        && opts.include.is_empty()
+        && opts.exclude.is_empty();
     let source = PackSource::new(repo, whole.then_some(snap.summary.total_bytes));
     let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {

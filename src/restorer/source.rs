@@ -75,9 +75,10 @@ impl<'r> PackSource<'r> {
             if let Some(size) = r.pack_size.filter(|&s| s <= WHOLE_MAX && s >= r.end)
                 && sp.wants_whole(&r.pack, r.end - r.start, size, self.big)
             {
-                let data = self.repo.backend().read_range(Kind::Pack, &name, 0, size)?;
-                sp.keep(&r.pack, &data);
-                return Ok(Fetched { data, base: 0 });
+                let backend = self.repo.backend();
+                return sp.whole(&r.pack, r.start, r.end - r.start, || {
+                    backend.read_range(Kind::Pack, &name, 0, size)
+                });
             }
         }
         let data = self
@@ -104,6 +105,8 @@ struct Inner {
     tick: u64,
     /// Packs this restore has read from, whole or not.
     touched: HashSet<Id>,
+    /// Packs being fetched whole, each with the lock its fetch holds.
+    fetching: HashMap<Id, Arc<Mutex<()>>>,
 }
 
 struct Kept {
@@ -130,6 +133,51 @@ impl Spool {
         };
         let before = !g.touched.insert(*pack);
         big || before || len.saturating_mul(4) >= size
+    }
+
+    /// Bytes `start..start + len` of `pack`, from all of it fetched by
+    /// `fetch` and kept. Two reads of one pack (a batch's blobs with a wide
+    /// gap between them) may run at once: the second waits for the first's
+    /// fetch and reads the spool, so a pack is fetched once.
+    fn whole(
+        &self,
+        pack: &Id,
+        start: u64,
+        len: u64,
+        fetch: impl FnOnce() -> Result<Vec<u8>>,
+    ) -> Result<Fetched> {
+        let gate = self.gate(pack);
+        let _fetching = gate.lock();
+        if let Some(data) = self.read(pack, start, len) {
+            return Ok(Fetched { data, base: start });
+        }
+        let data = fetch();
+        if let Ok(d) = &data {
+            self.keep(pack, d);
+        }
+        self.ungate(pack);
+        Ok(Fetched {
+            data: data?,
+            base: 0,
+        })
+    }
+
+    /// The lock held while `pack` is fetched whole (one per pack until
+    /// [`Spool::ungate`]).
+    fn gate(&self, pack: &Id) -> Arc<Mutex<()>> {
+        match self.inner.lock() {
+            Ok(mut g) => g.fetching.entry(*pack).or_default().clone(),
+            // A poisoned spool keeps nothing: no fetch to wait for.
+            Err(_) => Arc::default(),
+        }
+    }
+
+    /// `pack`'s whole fetch is over (kept or failed): later reads of it
+    /// need no lock.
+    fn ungate(&self, pack: &Id) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.fetching.remove(pack);
+        }
     }
 
     /// `len` bytes at `start` of `pack`, if it is kept.
@@ -207,6 +255,44 @@ impl Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_of_one_pack_at_once_fetch_it_once() {
+        let d = tempfile::tempdir().unwrap();
+        let sp = Spool::new(d.path());
+        let p = Id([5; 32]);
+        let pack: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+        let fetches = std::sync::atomic::AtomicUsize::new(0);
+        let got: Vec<Fetched> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|i| {
+                    let (sp, pack, fetches) = (&sp, &pack, &fetches);
+                    s.spawn(move || {
+                        sp.whole(&p, i * 1000, 100, || {
+                            fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            // Slow enough that the others arrive meanwhile.
+                            std::thread::sleep(std::time::Duration::from_millis(200));
+                            Ok(pack.clone())
+                        })
+                        .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(fetches.into_inner(), 1, "fetched once, the others waited");
+        for (i, f) in got.iter().enumerate() {
+            let start = i * 1000;
+            let at = start - f.base as usize;
+            assert_eq!(&f.data[at..at + 100], &pack[start..start + 100], "read {i}");
+        }
+        // A failed fetch is not kept and does not block the next one.
+        let q = Id([6; 32]);
+        let e = sp.whole(&q, 0, 10, || Err(crate::Error::internal("down")));
+        assert!(e.is_err());
+        let again = sp.whole(&q, 0, 10, || Ok(pack.clone())).unwrap();
+        assert_eq!(&again.data[..10], &pack[..10]);
+    }
 
     #[test]
     fn kept_packs_read_back_and_the_oldest_go_first() {

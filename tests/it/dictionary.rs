@@ -67,10 +67,12 @@ fn make_docs(dir: &Path, seed: u64, n: u64) {
 /// `larder --json backup DIR` with the given sample budget; the snapshot id.
 fn backup(t: &TestRepo, dir: &Path, budget: &str) -> String {
     let mut c = common::larder(&t.repo_path(), &t.cache_path());
-    // One sealing thread: blobs after the one that completes the sample
-    // wait for the dictionary (with more, others go on without it).
+    // One reading and one sealing thread: blobs after the one that
+    // completes the sample wait for the dictionary (with more, others go
+    // on without it; small files are sealed by the thread that reads them).
     c.env("LARDER_DICT_SAMPLES", budget)
         .env("LARDER_SEAL_THREADS", "1")
+        .env("LARDER_READ_THREADS", "1")
         .args(["--json", "backup"])
         .arg(dir);
     let (code, out, err) = run(c);
@@ -234,6 +236,7 @@ fn two_first_backups_at_once_both_restore() {
         let mut c = common::larder(&t.repo_path(), &t.cache_path());
         c.env("LARDER_DICT_SAMPLES", BUDGET)
             .env("LARDER_SEAL_THREADS", "1")
+            .env("LARDER_READ_THREADS", "1")
             .args(["--json", "backup"])
             .arg(dir)
             .stdout(std::process::Stdio::piped())
@@ -273,7 +276,8 @@ fn a_backup_killed_after_writing_its_dictionary_leaves_a_sound_repository() {
     make_docs(&src, 6, 4000);
     let mut c = larder_cmd(&t.repo_path(), &t.cache_path(), &["backup", path_str(&src)]);
     c.env("LARDER_DICT_SAMPLES", "65536")
-        .env("LARDER_SEAL_THREADS", "1");
+        .env("LARDER_SEAL_THREADS", "1")
+        .env("LARDER_READ_THREADS", "1");
     let mut child = spawn(c);
     let killed = loop {
         if child.try_wait().unwrap().is_some() {
