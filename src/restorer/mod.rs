@@ -87,15 +87,15 @@ pub fn restore(
     restore_with_progress(repo, snap, sub, opts, &NoProgress)
 }
 
-/// Whether `sub` names the one path snapshot `snap` backed up.
-fn only_path(snap: &Snapshot, sub: &str) -> bool {
+/// Whether `sub` names the one path of a snapshot that backed up `paths`.
+fn only_path(paths: &[String], sub: &str) -> bool {
     let parts = |p: &str| {
         p.split('/')
             .filter(|c| !c.is_empty() && *c != ".")
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
-    matches!(snap.paths.as_slice(), [p] if parts(p) == parts(sub))
+    matches!(paths, [p] if parts(p) == parts(sub))
 }
 
 /// [`restore`], telling `progress` each file restored and the totals
@@ -121,7 +121,7 @@ pub fn restore_with_progress(
     // What the restore will write, when it is the whole snapshot: no
     // sub-folder, or the snapshot's only backed-up path (the directories
     // above it hold nothing else), and nothing included or excluded.
-    let whole = sub.is_none_or(|s| only_path(snap, s))
+    let whole = sub.is_none_or(|s| only_path(&snap.paths, s))
         && opts.include.is_empty()
         && opts.exclude.is_empty();
     let source = PackSource::new(repo, whole.then_some(snap.summary.total_bytes));
@@ -194,5 +194,23 @@ fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
         if let Err(e) = dest.apply_meta(&d.path, &d.node) {
             r.report.errors.push(format!("{}: {e}", d.shown));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::only_path;
+
+    #[test]
+    fn a_snapshots_only_path_is_all_of_it() {
+        let one = vec!["/home/ann/docs".to_string()];
+        assert!(only_path(&one, "/home/ann/docs"));
+        assert!(only_path(&one, "/home/ann/docs/"));
+        assert!(only_path(&one, "home//ann/./docs"));
+        assert!(!only_path(&one, "/home/ann"), "a directory above");
+        assert!(!only_path(&one, "/home/ann/docs/a"), "a directory below");
+        assert!(!only_path(&one, "/home/ann/doc"));
+        let two = vec!["/home/ann/docs".to_string(), "/etc".to_string()];
+        assert!(!only_path(&two, "/home/ann/docs"), "one of two paths");
     }
 }
