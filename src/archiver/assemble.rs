@@ -111,6 +111,11 @@ impl Archiver<'_, '_> {
         if !ready {
             return Ok(false);
         }
+        if matches!(self.assembly.events.front(), Some(Event::File(p)) if p.rx.is_empty()) {
+            // About to wait for a file: no view of the index is held open
+            // meanwhile (it would keep the WAL from being checkpointed).
+            self.parent.release()?;
+        }
         let Some(e) = self.assembly.events.pop_front() else {
             return Ok(false);
         };

@@ -242,12 +242,6 @@ impl<'r> SharedSink<'r> {
         self.lock()?.all_known_each(lists)
     }
 
-    /// Whether the index has tree `id` recorded as checked
-    /// ([`crate::index::Index::tree_checked`]).
-    pub(super) fn tree_checked(&self, id: &Id) -> Result<bool> {
-        self.repo.index()?.tree_checked(id)
-    }
-
     /// See [`BlobSink::close`].
     pub(super) fn close(&self) -> Result<()> {
         self.lock()?.close()

@@ -1,9 +1,12 @@
 //! The parent snapshot's trees, loaded lazily one per directory depth as the
 //! walk goes down, so a warm scan compares each entry with its old node
-//! without holding the whole parent tree in memory.
+//! without holding the whole parent tree in memory. Their lookups in the
+//! index go to a connection of the walk's own, many to a read transaction
+//! (a [`DedupReader`]).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::id::Id;
+use crate::index::DedupReader;
 use crate::localfs::components;
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, Tree};
@@ -53,6 +56,8 @@ pub(super) struct ParentTrees<'r> {
     /// Parent trees that could not be loaded: what is below them is read
     /// again as if new.
     pub(super) unreadable: Vec<String>,
+    /// The index as the walk's questions see it (opened at the first).
+    view: Option<DedupReader>,
 }
 
 impl<'r> ParentTrees<'r> {
@@ -62,6 +67,7 @@ impl<'r> ParentTrees<'r> {
             root,
             levels: Vec::new(),
             unreadable: Vec::new(),
+            view: None,
         }
     }
 
@@ -115,7 +121,12 @@ impl<'r> ParentTrees<'r> {
     /// Loads the parent's tree `id` of `dir`; one that cannot be loaded is
     /// noted and treated as absent, so its files are read again.
     fn load(&mut self, id: &Id, dir: &Path) -> Option<(Id, Arc<Tree>)> {
-        match self.repo.load_tree(id) {
+        let repo = self.repo;
+        let loaded = self.view().and_then(|v| v.lookup(id)).and_then(|loc| {
+            let loc = loc.ok_or_else(|| Error::MissingBlob(id.to_hex()))?;
+            repo.load_tree_at(id, &loc)
+        });
+        match loaded {
             Ok(t) => Some((*id, Arc::new(t))),
             Err(e) => {
                 self.unreadable.push(format!(
@@ -125,6 +136,30 @@ impl<'r> ParentTrees<'r> {
                 None
             }
         }
+    }
+
+    /// Whether the index has tree `id` recorded as checked
+    /// ([`crate::index::Index::tree_checked`]).
+    pub(super) fn tree_checked(&mut self, id: &Id) -> Result<bool> {
+        self.view()?.tree_checked(id)
+    }
+
+    /// Ends the walk's view of the index, if one is open: the next
+    /// question begins another.
+    pub(super) fn release(&mut self) -> Result<()> {
+        match &mut self.view {
+            Some(v) => v.renew(),
+            None => Ok(()),
+        }
+    }
+
+    fn view(&mut self) -> Result<&mut DedupReader> {
+        if self.view.is_none() {
+            self.view = Some(self.repo.index()?.dedup_reader()?);
+        }
+        self.view
+            .as_mut()
+            .ok_or_else(|| Error::internal("the walk's view of the index is missing"))
     }
 
     /// The parent snapshot's node of absolute path `path`.

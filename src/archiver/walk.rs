@@ -251,7 +251,7 @@ impl Archiver<'_, '_> {
         let Some((tree_id, tree)) = self.parent.tree_with_id(dir)? else {
             return Ok(KnownHere::Names(HashSet::new()));
         };
-        if self.blobs.tree_checked(&tree_id)? {
+        if self.parent.tree_checked(&tree_id)? {
             return Ok(KnownHere::All);
         }
         let nodes: Vec<&Node> = tree

@@ -588,69 +588,7 @@ impl Index {
     /// in `packs`: a run of lookups asks for each pack's ID once, not once
     /// per blob.
     fn lookup_in(&self, id: &Id, packs: &mut HashMap<i64, Id>) -> Result<Option<BlobLocation>> {
-        let mut row = None;
-        for sql in LOOKUP_ROW {
-            let mut st = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
-            row = st
-                .query_row(params![id.0], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, u8>(1)?,
-                        r.get::<_, i64>(2)?,
-                        r.get::<_, i64>(3)?,
-                        r.get::<_, i64>(4)?,
-                        r.get::<_, u8>(5)?,
-                    ))
-                })
-                .optional()
-                .map_err(|e| self.err(e))?;
-            if row.is_some() {
-                break;
-            }
-        }
-        let (num, entry) = match row {
-            Some((num, ty, off, sl, pl, c)) => {
-                let Some(ty) = BlobType::from_u8(ty) else {
-                    return Ok(None);
-                };
-                let entry = PackEntry {
-                    ty,
-                    id: *id,
-                    offset: off as u64,
-                    stored_len: sl as u32,
-                    plain_len: pl as u32,
-                    compression: c,
-                };
-                (num, entry)
-            }
-            None => match self.base_lookup(id)? {
-                Some(found) => found,
-                None => return Ok(None),
-            },
-        };
-        if let Some(pack) = packs.get(&num) {
-            return Ok(Some(BlobLocation { pack: *pack, entry }));
-        }
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT id FROM packs WHERE num = ?1")
-            .map_err(|e| self.err(e))?;
-        let pack = st
-            .query_row(params![num], |r| r.get::<_, [u8; 32]>(0))
-            .optional()
-            .map_err(|e| self.err(e))?;
-        Ok(pack.map(|pack| {
-            packs.insert(num, Id(pack));
-            BlobLocation {
-                pack: Id(pack),
-                entry,
-            }
-        }))
-    }
-
-    /// Blob `id` in the base: its pack number and entry.
-    fn base_lookup(&self, id: &Id) -> Result<Option<(i64, PackEntry)>> {
-        base_lookup_on(&self.conn, id).map_err(|e| self.err(e))
+        lookup_on(&self.conn, id, packs).map_err(|e| self.err(e))
     }
 
     /// Whether the cache holds a base (blobs absorbed in bulk, kept as
@@ -809,13 +747,7 @@ impl Index {
     /// unchanged files of a directory whose parent tree this is without
     /// asking for each chunk.
     pub fn tree_checked(&self, id: &Id) -> Result<bool> {
-        self.conn
-            .prepare_cached(
-                "SELECT 1 FROM checked_trees
-                 WHERE removals = (SELECT n FROM removals) AND id = ?1",
-            )
-            .and_then(|mut st| st.exists(params![id.0]))
-            .map_err(|e| self.err(e))
+        tree_checked_on(&self.conn, id).map_err(|e| self.err(e))
     }
 
     /// Records `trees` as checked ([`Index::tree_checked`]), as of
@@ -1016,6 +948,77 @@ pub(super) fn contains_on(conn: &Connection, id: &Id) -> rusqlite::Result<bool> 
     Ok(base_lookup_on(conn, id)?.is_some())
 }
 
+/// [`Index::lookup`] asked on `conn`, with the pack IDs already found (by
+/// pack number) in `packs`.
+pub(super) fn lookup_on(
+    conn: &Connection,
+    id: &Id,
+    packs: &mut HashMap<i64, Id>,
+) -> rusqlite::Result<Option<BlobLocation>> {
+    let mut row = None;
+    for sql in LOOKUP_ROW {
+        let mut st = conn.prepare_cached(sql)?;
+        row = st
+            .query_row(params![id.0], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, u8>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, u8>(5)?,
+                ))
+            })
+            .optional()?;
+        if row.is_some() {
+            break;
+        }
+    }
+    let (num, entry) = match row {
+        Some((num, ty, off, sl, pl, c)) => {
+            let Some(ty) = BlobType::from_u8(ty) else {
+                return Ok(None);
+            };
+            let entry = PackEntry {
+                ty,
+                id: *id,
+                offset: off as u64,
+                stored_len: sl as u32,
+                plain_len: pl as u32,
+                compression: c,
+            };
+            (num, entry)
+        }
+        None => match base_lookup_on(conn, id)? {
+            Some(found) => found,
+            None => return Ok(None),
+        },
+    };
+    if let Some(pack) = packs.get(&num) {
+        return Ok(Some(BlobLocation { pack: *pack, entry }));
+    }
+    let mut st = conn.prepare_cached("SELECT id FROM packs WHERE num = ?1")?;
+    let pack = st
+        .query_row(params![num], |r| r.get::<_, [u8; 32]>(0))
+        .optional()?;
+    Ok(pack.map(|pack| {
+        packs.insert(num, Id(pack));
+        BlobLocation {
+            pack: Id(pack),
+            entry,
+        }
+    }))
+}
+
+/// [`Index::tree_checked`] asked on `conn`.
+pub(super) fn tree_checked_on(conn: &Connection, id: &Id) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT 1 FROM checked_trees
+         WHERE removals = (SELECT n FROM removals) AND id = ?1",
+    )?
+    .exists(params![id.0])
+}
+
 /// Blob `id` in the base, asked on `conn`: its pack number and entry.
 fn base_lookup_on(conn: &Connection, id: &Id) -> rusqlite::Result<Option<(i64, PackEntry)>> {
     let mut st = conn.prepare_cached(
@@ -1194,6 +1197,42 @@ mod tests {
         // while the reader's view is open.
         idx.absorb(&id("segment", 3), &one_pack_segment(3)).unwrap();
         assert!(idx.contains(&id("blob", 3)).unwrap());
+    }
+
+    #[test]
+    fn a_dedup_readers_lookups_match_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.sqlite");
+        let mut idx = Index::open(&path).unwrap();
+        idx.absorb(&id("segment", 0), &four_pack_segment()).unwrap();
+        let mut reader = idx.dedup_reader().unwrap();
+        for b in [0u64, 7, 8, 31] {
+            let want = idx.lookup(&id("blob", b)).unwrap().unwrap();
+            let got = reader.lookup(&id("blob", b)).unwrap().unwrap();
+            assert_eq!((got.pack, got.entry), (want.pack, want.entry), "blob {b}");
+        }
+        assert!(reader.lookup(&id("blob", 99)).unwrap().is_none());
+
+        // Trees recorded as checked are seen from the next view on.
+        let tree = id("blob", 3);
+        assert!(!reader.tree_checked(&tree).unwrap());
+        let removals = idx.removals().unwrap();
+        assert!(idx.record_checked_trees(&[tree], removals).unwrap());
+        assert!(idx.tree_checked(&tree).unwrap());
+        assert!(
+            !reader.tree_checked(&tree).unwrap(),
+            "recorded after the view began"
+        );
+        reader.renew().unwrap();
+        assert!(reader.tree_checked(&tree).unwrap());
+
+        // A blob indexed after the view began is found after a renewal.
+        idx.absorb(&id("segment", 1), &one_pack_segment(40))
+            .unwrap();
+        assert!(reader.lookup(&id("blob", 40)).unwrap().is_none());
+        reader.renew().unwrap();
+        let got = reader.lookup(&id("blob", 40)).unwrap().unwrap();
+        assert_eq!(got.pack, id("pack", 40));
     }
 
     /// Blobs 0..32 in packs 0..4, eight to a pack, 100 bytes apart.

@@ -1,27 +1,34 @@
-//! A backup's deduplication questions on a connection of their own.
+//! A backup's questions to the index on connections of their own: the
+//! dedup checks of the chunks it reads, and the walk's lookups of the
+//! parent snapshot's trees.
 //!
-//! A backup asks the cache about every chunk it reads. On the cache's shared
-//! connection each question is its own transaction: SQLite takes and drops
-//! the database's read lock (two `fcntl` calls and a look at the WAL index)
-//! for every one, and the questions queue behind the packer's writes on the
-//! same mutex. A [`DedupReader`] opens a second connection and asks its
-//! questions inside one read transaction, renewed every [`RENEW`] and
-//! whenever the caller asks ([`DedupReader::renew`]).
+//! A backup asks the cache about every chunk it reads and every directory
+//! it compares. On the cache's shared connection each question is its own
+//! transaction: SQLite takes and drops the database's read lock (two
+//! `fcntl` calls and a look at the WAL index) for every one, and the
+//! questions queue behind the packer's writes on the same mutex. A
+//! [`DedupReader`] opens a second connection and asks its questions inside
+//! one read transaction, renewed every [`RENEW`] and whenever the caller
+//! asks ([`DedupReader::renew`]).
 //!
 //! Answering from a view up to [`RENEW`] old is safe: a blob the view misses
 //! (written meanwhile by another process) is stored once more, which the
 //! format allows; a pack marked for deletion after the view began cannot
 //! lose a blob the backup relies on, because the backup holds its lock
 //! throughout and a deletion plan waits for every lock listed when it was
-//! written (SPEC, deletion marks, rules 2-4). While a view is open the
-//! WAL cannot be checkpointed past it, so a view older than [`RENEW`] is
-//! also ended when the backup stops asking (the walk calls
-//! [`DedupReader::expire`] at each directory it compares with its parent).
+//! written (SPEC, deletion marks, rules 2-4). The parent snapshot's trees
+//! were indexed before the backup began, so a view of any age finds them.
+//! While a view is open the WAL cannot be checkpointed past it, so a view
+//! older than [`RENEW`] is also ended when the backup stops asking (the
+//! walk calls [`DedupReader::expire`] at each directory it compares with
+//! its parent).
 
-use super::cache::{BUSY_TIMEOUT, contains_on};
+use super::BlobLocation;
+use super::cache::{BUSY_TIMEOUT, contains_on, lookup_on, tree_checked_on};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use rusqlite::{Connection, OpenFlags};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -34,6 +41,8 @@ pub struct DedupReader {
     path: PathBuf,
     /// When the open read transaction began (None: none is open).
     began: Option<Instant>,
+    /// Pack IDs by number, as the open view has them.
+    packs: HashMap<i64, Id>,
 }
 
 impl DedupReader {
@@ -53,6 +62,7 @@ impl DedupReader {
             conn,
             path: path.to_path_buf(),
             began: None,
+            packs: HashMap::new(),
         })
     }
 
@@ -63,10 +73,26 @@ impl DedupReader {
         contains_on(&self.conn, id).map_err(|e| Error::sqlite(&self.path, e))
     }
 
+    /// Where blob `id` is stored, as the current view sees it
+    /// ([`super::Index::lookup`] asks the same).
+    pub fn lookup(&mut self, id: &Id) -> Result<Option<BlobLocation>> {
+        self.begin()?;
+        lookup_on(&self.conn, id, &mut self.packs).map_err(|e| Error::sqlite(&self.path, e))
+    }
+
+    /// Whether tree `id` is recorded as checked, as the current view sees
+    /// it ([`super::Index::tree_checked`]).
+    pub fn tree_checked(&mut self, id: &Id) -> Result<bool> {
+        self.begin()?;
+        tree_checked_on(&self.conn, id).map_err(|e| Error::sqlite(&self.path, e))
+    }
+
     /// Ends the current view: the next question sees the cache as it is
     /// then (after this process's own packer has indexed what it wrote).
     pub fn renew(&mut self) -> Result<()> {
         if self.began.take().is_some() {
+            // A pack forgotten meanwhile may leave its number to another.
+            self.packs.clear();
             self.conn
                 .execute_batch("COMMIT")
                 .map_err(|e| Error::sqlite(&self.path, e))?;

@@ -439,6 +439,12 @@ impl Repository {
         let loc = self
             .lookup(id)?
             .ok_or_else(|| Error::MissingBlob(id.to_hex()))?;
+        self.read_blob_at(id, &loc)
+    }
+
+    /// Reads, decrypts and verifies blob `id`, stored at `loc` (looked up
+    /// by the caller).
+    pub fn read_blob_at(&self, id: &Id, loc: &BlobLocation) -> Result<Vec<u8>> {
         let e = loc.entry;
         let name = loc.pack.to_hex();
         let what = format!("blob {id} in {}", Kind::Pack.path(&name));
@@ -446,7 +452,7 @@ impl Repository {
         if let Some(c) = cache {
             let cached = match c.get(id, e.stored_len as usize) {
                 Some(b) => Some(b),
-                None if self.fetch_tree_pack(c, &loc)? => c.get(id, e.stored_len as usize),
+                None if self.fetch_tree_pack(c, loc)? => c.get(id, e.stored_len as usize),
                 None => None,
             };
             if let Some(b) = cached {
@@ -510,6 +516,12 @@ impl Repository {
     /// Loads and decodes tree blob `id`.
     pub fn load_tree(&self, id: &Id) -> Result<Tree> {
         let bytes = self.read_blob(id)?;
+        Tree::decode(&format!("tree {id}"), &bytes)
+    }
+
+    /// Loads tree blob `id`, stored at `loc` (looked up by the caller).
+    pub fn load_tree_at(&self, id: &Id, loc: &BlobLocation) -> Result<Tree> {
+        let bytes = self.read_blob_at(id, loc)?;
         Tree::decode(&format!("tree {id}"), &bytes)
     }
 
