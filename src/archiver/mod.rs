@@ -289,9 +289,8 @@ fn run_pipeline(
         scan_stop.store(true, Ordering::Relaxed);
         let added_plain = sink.added_plain();
         drop(sink);
-        if let Some(h) = handle {
-            h.join()
-                .map_err(|_| Error::internal("the storing stage panicked"))??;
+        if let Some(workers) = handle {
+            workers.join()?;
         }
         let mut summary = summary;
         summary.data_added_plain = added_plain?;

@@ -98,18 +98,18 @@ impl Put for Store<'_> {
 }
 
 /// Starts the sealing workers inside `scope`, storing into `store`. Send
-/// batches on the returned sender; drop it and join the handle once all
+/// batches on the returned sender; drop it and [`Workers::join`] once all
 /// are sent, then [`Store::finish`].
 ///
 /// One worker per core takes blobs as it becomes free (no batch barrier, so
 /// one large chunk never idles the other core) and appends them to the
 /// shared packer in whatever order they finish: order within packs does not
 /// matter. The first error stops every worker (the sender then fails) and is
-/// what the handle returns.
+/// what the join returns.
 pub fn spawn<'scope, 'env, 'r: 'env>(
     scope: &'scope Scope<'scope, 'env>,
     store: &'env Store<'r>,
-) -> (Sender<Vec<StoreItem>>, ScopedJoinHandle<'scope, Result<()>>) {
+) -> (Sender<Vec<StoreItem>>, Workers<'scope>) {
     let (tx, rx) = bounded::<Vec<StoreItem>>(CHANNEL_BATCHES);
     let workers = std::env::var("LARDER_SEAL_THREADS")
         .ok()
@@ -117,36 +117,41 @@ pub fn spawn<'scope, 'env, 'r: 'env>(
         .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
         .unwrap_or(2)
         .clamp(1, 64);
-    let handle = scope.spawn(move || -> Result<()> {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    let rx = rx.clone();
-                    s.spawn(move || -> Result<()> {
-                        for item in rx.iter().flatten() {
-                            if store.failed.load(Ordering::Relaxed) {
-                                break;
-                            }
-                            store.put(item.ty, item.id, &item.data)?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            drop(rx);
-            let mut first = Ok(());
-            for h in handles {
-                let r = h
-                    .join()
-                    .unwrap_or_else(|_| Err(Error::internal("a sealing worker panicked")));
-                if first.is_ok() {
-                    first = r;
+    let handles = (0..workers)
+        .map(|_| {
+            let rx = rx.clone();
+            scope.spawn(move || -> Result<()> {
+                for item in rx.iter().flatten() {
+                    if store.failed.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    store.put(item.ty, item.id, &item.data)?;
                 }
-            }
-            first
+                Ok(())
+            })
         })
-    });
-    (tx, handle)
+        .collect();
+    (tx, Workers(handles))
+}
+
+/// The sealing workers of one run.
+pub struct Workers<'scope>(Vec<ScopedJoinHandle<'scope, Result<()>>>);
+
+impl Workers<'_> {
+    /// Waits for every worker (the sender must be dropped first); the first
+    /// error, if any.
+    pub fn join(self) -> Result<()> {
+        let mut first = Ok(());
+        for h in self.0 {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(Error::internal("a sealing worker panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
 }
 
 /// How many bytes of samples this run collects before training a
