@@ -5,14 +5,14 @@
 //! file. The reading workers share one sink ([`SharedSink`]): each hashes
 //! its chunks on its own thread and holds the lock only to check and queue
 //! the ID. The checks go to the index cache on a connection of their own
-//! ([`DedupReader`]), many to a read transaction. A new chunk of a small
+//! ([`ReadView`]), many to a read transaction. A new chunk of a small
 //! file is then sealed by the worker that read it, outside the lock
 //! ([`Put::put`]); see [`super::store`].
 
 use super::store::{Put, StoreItem};
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::index::DedupReader;
+use crate::index::ReadView;
 use crate::pack::BlobType;
 use crate::repository::Repository;
 use crossbeam_channel::Sender;
@@ -39,7 +39,7 @@ pub(super) struct BlobSink<'r> {
     inflight: HashSet<Id>,
     /// The index cache, as this run's dedup checks see it (opened at the
     /// first check: an unchanged re-backup may make none).
-    reader: Option<DedupReader>,
+    reader: Option<ReadView>,
     /// Plaintext bytes of the new blobs.
     pub(super) added_plain: u64,
 }
@@ -139,11 +139,11 @@ impl<'r> BlobSink<'r> {
         }
     }
 
-    /// Whether the index holds blob `id` (see [`DedupReader::contains`]).
+    /// Whether the index holds blob `id` (see [`ReadView::contains`]).
     fn indexed(&mut self, id: &Id) -> Result<bool> {
         let reader = match &mut self.reader {
             Some(r) => r,
-            None => self.reader.insert(self.repo.index()?.dedup_reader()?),
+            None => self.reader.insert(self.repo.index()?.read_view()?),
         };
         reader.contains(id)
     }

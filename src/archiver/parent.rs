@@ -2,11 +2,11 @@
 //! walk goes down, so a warm scan compares each entry with its old node
 //! without holding the whole parent tree in memory. Their lookups in the
 //! index go to a connection of the walk's own, many to a read transaction
-//! (a [`DedupReader`]).
+//! (a [`ReadView`]).
 
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::index::DedupReader;
+use crate::index::ReadView;
 use crate::localfs::components;
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, Tree};
@@ -57,7 +57,7 @@ pub(super) struct ParentTrees<'r> {
     /// again as if new.
     pub(super) unreadable: Vec<String>,
     /// The index as the walk's questions see it (opened at the first).
-    view: Option<DedupReader>,
+    view: Option<ReadView>,
 }
 
 impl<'r> ParentTrees<'r> {
@@ -153,9 +153,9 @@ impl<'r> ParentTrees<'r> {
         }
     }
 
-    fn view(&mut self) -> Result<&mut DedupReader> {
+    fn view(&mut self) -> Result<&mut ReadView> {
         if self.view.is_none() {
-            self.view = Some(self.repo.index()?.dedup_reader()?);
+            self.view = Some(self.repo.index()?.read_view()?);
         }
         self.view
             .as_mut()

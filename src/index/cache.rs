@@ -270,10 +270,10 @@ impl Index {
         Error::sqlite(&self.path, e)
     }
 
-    /// A second connection to this cache for a backup's dedup questions
-    /// (see [`super::DedupReader`]).
-    pub fn dedup_reader(&self) -> Result<super::DedupReader> {
-        super::DedupReader::open(&self.path)
+    /// Another connection to this cache for a backup's questions, many to
+    /// a read transaction (see [`super::ReadView`]).
+    pub fn read_view(&self) -> Result<super::ReadView> {
+        super::ReadView::open(&self.path)
     }
 
     /// The database file (another connection may attach it read-only, as
@@ -938,7 +938,7 @@ fn insert_packs(
 }
 
 /// Whether blob `id` is in an unmarked pack, asked on `conn` (the cache's
-/// own connection, or a backup's [`super::DedupReader`]).
+/// own connection, or a backup's [`super::ReadView`]).
 pub(super) fn contains_on(conn: &Connection, id: &Id) -> rusqlite::Result<bool> {
     let mut st = conn.prepare_cached("SELECT 1 FROM blobs WHERE id = ?1 AND marked = 0")?;
     if st.exists(params![id.0])? {
@@ -1126,18 +1126,18 @@ mod tests {
         reader.end_read().unwrap();
     }
 
-    /// A backup's dedup reader answers from one view of the cache: a blob
+    /// A backup's read view answers from one view of the cache: a blob
     /// indexed after the view began is not seen until the view is
     /// renewed (by the caller, or once `RENEW` has passed), and a blob
     /// whose only pack is marked for deletion is never counted as stored.
     #[test]
-    fn a_dedup_reader_answers_from_one_view_until_renewed() {
+    fn a_read_view_answers_from_one_view_until_renewed() {
         use super::super::marks::{DeletionPlan, MarkedPack};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("index.sqlite");
         let mut idx = Index::open(&path).unwrap();
         idx.absorb(&id("segment", 0), &one_pack_segment(0)).unwrap();
-        let mut reader = idx.dedup_reader().unwrap();
+        let mut reader = idx.read_view().unwrap();
         assert!(reader.contains(&id("blob", 0)).unwrap());
         assert!(!reader.contains(&id("blob", 1)).unwrap());
         idx.absorb(&id("segment", 1), &one_pack_segment(1)).unwrap();
@@ -1200,12 +1200,12 @@ mod tests {
     }
 
     #[test]
-    fn a_dedup_readers_lookups_match_the_cache() {
+    fn a_read_views_lookups_match_the_cache() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("index.sqlite");
         let mut idx = Index::open(&path).unwrap();
         idx.absorb(&id("segment", 0), &four_pack_segment()).unwrap();
-        let mut reader = idx.dedup_reader().unwrap();
+        let mut reader = idx.read_view().unwrap();
         for b in [0u64, 7, 8, 31] {
             let want = idx.lookup(&id("blob", b)).unwrap().unwrap();
             let got = reader.lookup(&id("blob", b)).unwrap().unwrap();

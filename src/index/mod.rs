@@ -15,5 +15,5 @@ pub(crate) mod reader;
 pub mod segment;
 
 pub use cache::{BlobLocation, Index, SyncReport};
-pub use reader::DedupReader;
+pub use reader::ReadView;
 pub use segment::{IndexPack, IndexSegment, read_segment, write_segment};

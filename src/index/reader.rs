@@ -7,9 +7,9 @@
 //! transaction: SQLite takes and drops the database's read lock (two
 //! `fcntl` calls and a look at the WAL index) for every one, and the
 //! questions queue behind the packer's writes on the same mutex. A
-//! [`DedupReader`] opens a second connection and asks its questions inside
+//! [`ReadView`] opens a second connection and asks its questions inside
 //! one read transaction, renewed every [`RENEW`] and whenever the caller
-//! asks ([`DedupReader::renew`]).
+//! asks ([`ReadView::renew`]).
 //!
 //! Answering from a view up to [`RENEW`] old is safe: a blob the view misses
 //! (written meanwhile by another process) is stored once more, which the
@@ -19,9 +19,10 @@
 //! written (SPEC, deletion marks, rules 2-4). The parent snapshot's trees
 //! were indexed before the backup began, so a view of any age finds them.
 //! While a view is open the WAL cannot be checkpointed past it, so a view
-//! older than [`RENEW`] is also ended when the backup stops asking (the
-//! walk calls [`DedupReader::expire`] at each directory it compares with
-//! its parent).
+//! older than [`RENEW`] is also ended when the backup stops asking: the
+//! walk calls [`ReadView::expire`] on the dedup view at each directory it
+//! compares with its parent, and ends its own view ([`ReadView::renew`])
+//! whenever it waits for a file.
 
 use super::BlobLocation;
 use super::cache::{BUSY_TIMEOUT, contains_on, lookup_on, tree_checked_on};
@@ -35,8 +36,9 @@ use std::time::{Duration, Instant};
 /// How long one read transaction answers before it is renewed.
 pub const RENEW: Duration = Duration::from_millis(500);
 
-/// A read-only connection to the index cache for one backup's dedup checks.
-pub struct DedupReader {
+/// A read-only connection to the index cache for one backup's questions
+/// (its dedup checks, or the walk's lookups of the parent's trees).
+pub struct ReadView {
     conn: Connection,
     path: PathBuf,
     /// When the open read transaction began (None: none is open).
@@ -45,10 +47,10 @@ pub struct DedupReader {
     packs: HashMap<i64, Id>,
 }
 
-impl DedupReader {
+impl ReadView {
     /// Opens another connection to the cache database at `path` (the
     /// schema is already there: the cache's own connection made it).
-    pub(super) fn open(path: &Path) -> Result<DedupReader> {
+    pub(super) fn open(path: &Path) -> Result<ReadView> {
         let sq = |e| Error::sqlite(path, e);
         let conn = Connection::open_with_flags(
             path,
@@ -58,7 +60,7 @@ impl DedupReader {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sq)?;
         conn.execute_batch("PRAGMA query_only = 1; PRAGMA cache_size = -4096;")
             .map_err(sq)?;
-        Ok(DedupReader {
+        Ok(ReadView {
             conn,
             path: path.to_path_buf(),
             began: None,
