@@ -595,6 +595,9 @@ def render(d):
       "tool's own median `snapshots` time (its open cost, KDF included) from both times."
       + (f" Within each run the read-only rows (`snapshots`, the diff, the restore onto tmpfs) are "
          f"timed {m['repeat']} times and the run's figure is their median." if m.get("repeat") else "")
+      + (f" So are the cold backup (each time into a fresh repository), its reference "
+         f"`tar | zstd` and the stages alone, timed {m['cold_repeat']} times per run."
+         if int(m.get("cold_repeat", "1")) > 1 else "")
       + (" Each run also times the reference pipelines (below), restores one small file from snapshot 1 "
          "and runs `check --read-data` after the cold backup. A target of issue 15 is **met** only if it "
          "is met in every run: its verdict uses the per-run figures (each run's own medians, its own open "
