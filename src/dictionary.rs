@@ -130,6 +130,18 @@ impl Dictionary {
     pub fn decompress_exact(&self, what: &str, frame: &[u8], len: usize) -> Result<Vec<u8>> {
         object::decompress_exact_with(what, frame, len, Some(&self.ddict))
     }
+
+    /// [`Dictionary::decompress_exact`] into `out` (see
+    /// [`object::decompress_exact_into`]).
+    pub fn decompress_exact_into(
+        &self,
+        what: &str,
+        frame: &[u8],
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        object::decompress_exact_into(what, frame, len, Some(&self.ddict), out)
+    }
 }
 
 /// Trains a dictionary of at most [`DICT_SIZE`] bytes from samples laid end

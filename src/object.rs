@@ -185,12 +185,30 @@ pub fn decompress_exact_with(
     len: usize,
     dict: Option<&zstd::zstd_safe::DDict<'_>>,
 ) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decompress_exact_into(what, data, len, dict, &mut out)?;
+    Ok(out)
+}
+
+/// [`decompress_exact_with`] into `out` (its contents replaced; it grows
+/// to at most `len`, and a buffer reused across calls saves an allocation
+/// and its page faults each time).
+pub fn decompress_exact_into(
+    what: &str,
+    data: &[u8],
+    len: usize,
+    dict: Option<&zstd::zstd_safe::DDict<'_>>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     use zstd::zstd_safe::{DCtx, get_error_name};
     thread_local! {
         static DCTX: std::cell::RefCell<Option<DCtx<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
-    let mut out = Vec::with_capacity(len);
+    out.clear();
+    // A reused buffer may hold more than `len`: a frame that decompresses
+    // to more is still caught below (its length differs).
+    out.reserve_exact(len);
     // One reused decompression context per thread; the dictionary is
     // given per call, so it never sticks to the context.
     let n = DCTX.with(|cell| {
@@ -203,8 +221,8 @@ pub fn decompress_exact_with(
             ),
         };
         match dict {
-            Some(dict) => d.decompress_using_ddict(&mut out, data, dict),
-            None => d.decompress(&mut out, data),
+            Some(dict) => d.decompress_using_ddict(&mut *out, data, dict),
+            None => d.decompress(&mut *out, data),
         }
         .map_err(|c| Error::corrupt(what, format!("zstd: {}", get_error_name(c))))
     })?;
@@ -214,13 +232,36 @@ pub fn decompress_exact_with(
             format!("decompressed to {n} bytes, {len} were declared"),
         ));
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::crypto::MasterKey;
+
+    /// Decompressing into a reused buffer: the result is exactly the frame,
+    /// and a frame longer than declared is refused even when the buffer
+    /// has room for all of it (a larger buffer reused from before).
+    #[test]
+    fn decompress_into_a_reused_buffer_is_exact() {
+        let big = vec![7u8; 100_000];
+        let small = b"a short text, a short text, a short text".to_vec();
+        let zbig = zstd::bulk::compress(&big, 3).unwrap();
+        let zsmall = zstd::bulk::compress(&small, 3).unwrap();
+        let mut out = Vec::new();
+        decompress_exact_into("b", &zbig, big.len(), None, &mut out).unwrap();
+        assert_eq!(out, big);
+        decompress_exact_into("s", &zsmall, small.len(), None, &mut out).unwrap();
+        assert_eq!(out, small);
+        assert!(out.capacity() >= big.len());
+        let e = decompress_exact_into("s", &zbig, small.len(), None, &mut out).unwrap_err();
+        assert!(e.to_string().contains("100000 bytes"), "{e}");
+        let e = decompress_exact_into("s", &zsmall, small.len() + 1, None, &mut out).unwrap_err();
+        assert!(e.to_string().contains("were declared"), "{e}");
+        // A fresh buffer has room for the declared length only.
+        assert!(decompress_exact_with("s", &zbig, 10, None).is_err());
+    }
 
     #[test]
     fn seal_open_and_type_binding() {

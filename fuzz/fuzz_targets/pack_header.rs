@@ -1,6 +1,7 @@
 //! Pack headers: `decode_header` and `open_header` on raw bytes, then a whole
 //! pack whose validly sealed header holds the fuzz bytes, read with
-//! `read_entries`, and every entry it yields opened with `open_blob`.
+//! `read_entries`, and every entry it yields opened with `open_blob` (and
+//! `open_blob_into` a reused buffer).
 //!
 //! Input: `data_len: u64 LE` (blob area size for `decode_header`), a 16-bit
 //! blob area length, the blob area, then the header plaintext.
@@ -58,6 +59,15 @@ fuzz_target!(|data: &[u8]| {
         let resealed = k.seal(&pack::blob_ad(e.ty, &e.id), stored).unwrap();
         let r = pack::open_blob(k, dictionaries(), WHAT, e, &resealed);
         check(WHAT, &r);
+        // Into a reused buffer larger than any blob (as a restore's is):
+        // the same answer, and nothing left behind on failure.
+        let mut reused = vec![0xa5u8; 1 << 21];
+        let ri = pack::open_blob_into(k, dictionaries(), WHAT, e, &resealed, &mut reused);
+        check(WHAT, &ri);
+        match &r {
+            Ok(p) => assert_eq!(&reused, p),
+            Err(_) => assert!(ri.is_err() && reused.is_empty()),
+        }
         if let Ok(p) = r {
             assert_eq!(p.len(), e.plain_len as usize);
             assert_eq!(k.blob_id(&p), e.id);

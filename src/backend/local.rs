@@ -234,6 +234,20 @@ impl Backend for LocalBackend {
     }
 
     fn read_range(&self, kind: Kind, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_range_into(kind, name, offset, len, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn read_range_into(
+        &self,
+        kind: Kind,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        buf.clear();
         let (f, size) = match kind {
             Kind::Pack => self.open_pack(name)?,
             _ => {
@@ -247,10 +261,11 @@ impl Backend for LocalBackend {
                 format!("range {offset}+{len} is beyond the object's {size} bytes"),
             ));
         }
-        let mut buf = vec![0u8; len as usize];
-        f.read_exact_at(&mut buf, offset)
-            .map_err(|e| Self::obj_err(kind, name, e))?;
-        Ok(buf)
+        buf.resize(len as usize, 0);
+        f.read_exact_at(buf, offset).map_err(|e| {
+            buf.clear();
+            Self::obj_err(kind, name, e)
+        })
     }
 
     fn size(&self, kind: Kind, name: &str) -> Result<u64> {
@@ -479,6 +494,21 @@ mod tests {
         b.delete(Kind::Pack, last).unwrap();
         let e = b.read_range(Kind::Pack, last, 0, 4).unwrap_err();
         assert!(e.to_string().contains(last.as_str()), "{e}");
+
+        // Into a reused buffer: its old bytes are replaced, whatever its
+        // length; a refused read leaves it empty.
+        let mut buf = b"left over from before".to_vec();
+        b.read_range_into(Kind::Pack, &names[1], 0, 4, &mut buf)
+            .unwrap();
+        assert_eq!(buf, b"pack");
+        b.read_range_into(Kind::Pack, &names[2], 5, 11, &mut buf)
+            .unwrap();
+        assert_eq!(buf, b"number 0002");
+        assert!(
+            b.read_range_into(Kind::Pack, &names[2], 12, 5, &mut buf)
+                .is_err()
+        );
+        assert!(buf.is_empty());
     }
 
     /// Every read refuses a link (even to a good object), a FIFO and a

@@ -221,6 +221,20 @@ pub trait Backend: Send + Sync {
     /// `len` bytes at `offset`; an error if the object is shorter. The caller
     /// bounds `len` (by the index or a pack trailer it has checked).
     fn read_range(&self, kind: Kind, name: &str, offset: u64, len: u64) -> Result<Vec<u8>>;
+    /// [`Backend::read_range`] into `buf` (its contents replaced), for a
+    /// caller that reuses one buffer for many reads. On failure `buf` holds
+    /// nothing read.
+    fn read_range_into(
+        &self,
+        kind: Kind,
+        name: &str,
+        offset: u64,
+        len: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
+        *buf = self.read_range(kind, name, offset, len)?;
+        Ok(())
+    }
     /// Size of the object in bytes, as the storage reports it.
     fn size(&self, kind: Kind, name: &str) -> Result<u64>;
     /// Writes the object durably and atomically, once. Writing an object that

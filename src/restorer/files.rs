@@ -82,40 +82,79 @@ fn read_and_write(
     let name = r.pack.to_hex();
     let data = source.read(&r);
     r.blobs.par_iter().for_each(|b: &BlobTargets| {
+        // This thread's plaintext buffer, taken (not borrowed: the pool may
+        // run another blob on this thread while this one waits) and put back.
+        let mut plain = PLAIN.take();
         let result = data.as_ref().map_err(|e| e.to_string()).and_then(|d| {
             let e = &b.loc.entry;
             let at = (e.offset - d.base) as usize;
             let s = &d.data[at..at + e.stored_len as usize];
             let what = format!("blob {} in {}", e.id, Kind::Pack.path(&name));
-            pack::open_blob(repo.keys(), repo, &what, e, s).map_err(|e| e.to_string())
+            pack::open_blob_into(repo.keys(), repo, &what, e, s, &mut plain)
+                .map_err(|e| e.to_string())
         });
-        let plain = match result {
-            Ok(p) => p,
-            Err(msg) => {
-                for &(j, _) in &b.targets {
-                    failures.set(j, msg.clone());
-                }
-                return;
-            }
-        };
-        let zero = plain.iter().all(|&b| b == 0);
-        for &(j, off) in &b.targets {
-            if zero {
-                // A hole: the file is sized at the end.
-                holes[j].store(true, Ordering::Relaxed);
-                progress.bytes(plain.len() as u64);
-                continue;
-            }
-            if !failures.is_ok(j) {
-                continue;
-            }
-            let Some((f, _)) = &files[j] else { continue };
-            match f.write_all_at(&plain, off) {
-                Ok(()) => progress.bytes(plain.len() as u64),
-                Err(e) => failures.set(j, format!("write failed: {e}")),
-            }
+        write_blob(
+            b,
+            result.map(|()| &plain[..]),
+            files,
+            failures,
+            holes,
+            progress,
+        );
+        if plain.capacity() <= PLAIN_KEPT {
+            PLAIN.set(plain);
         }
     });
+    if let Ok(d) = data {
+        d.recycle();
+    }
+}
+
+/// The largest plaintext buffer a thread keeps for its next blob (a chunk
+/// is at most 1 MiB by default).
+const PLAIN_KEPT: usize = 4 << 20;
+
+thread_local! {
+    /// A restoring thread's buffer for the plaintext of one blob.
+    static PLAIN: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Writes one opened blob (or why it could not be opened) to every place
+/// it goes.
+fn write_blob(
+    b: &BlobTargets,
+    opened: std::result::Result<&[u8], String>,
+    files: &[Created],
+    failures: &Failures,
+    holes: &[AtomicBool],
+    progress: &dyn Progress,
+) {
+    let plain = match opened {
+        Ok(p) => p,
+        Err(msg) => {
+            for &(j, _) in &b.targets {
+                failures.set(j, msg.clone());
+            }
+            return;
+        }
+    };
+    let zero = plain.iter().all(|&b| b == 0);
+    for &(j, off) in &b.targets {
+        if zero {
+            // A hole: the file is sized at the end.
+            holes[j].store(true, Ordering::Relaxed);
+            progress.bytes(plain.len() as u64);
+            continue;
+        }
+        if !failures.is_ok(j) {
+            continue;
+        }
+        let Some((f, _)) = &files[j] else { continue };
+        match f.write_all_at(plain, off) {
+            Ok(()) => progress.bytes(plain.len() as u64),
+            Err(e) => failures.set(j, format!("write failed: {e}")),
+        }
+    }
 }
 
 /// Sizes, sets the metadata of (through the open descriptor) and names

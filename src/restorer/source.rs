@@ -42,6 +42,26 @@ pub(super) struct Fetched {
     pub(super) base: u64,
 }
 
+/// The largest read buffer a thread keeps for its next read (a local
+/// read is at most 4 MiB: see the plan).
+const READ_BUF_KEPT: usize = 8 << 20;
+
+thread_local! {
+    /// A thread's buffer for its next ranged read, given back by
+    /// [`Fetched::recycle`]: a fresh buffer per read was a page fault per
+    /// 4 KiB read.
+    static READ_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl Fetched {
+    /// Keeps this read's buffer for the thread's next read.
+    pub(super) fn recycle(self) {
+        if self.data.capacity() <= READ_BUF_KEPT {
+            READ_BUF.set(self.data);
+        }
+    }
+}
+
 impl<'r> PackSource<'r> {
     /// Reads for `repo`; `expected_bytes` is what the restore will write,
     /// if known (a whole snapshot's recorded size).
@@ -81,10 +101,14 @@ impl<'r> PackSource<'r> {
                 });
             }
         }
-        let data = self
-            .repo
-            .backend()
-            .read_range(Kind::Pack, &name, r.start, r.end - r.start)?;
+        let mut data = READ_BUF.take();
+        self.repo.backend().read_range_into(
+            Kind::Pack,
+            &name,
+            r.start,
+            r.end - r.start,
+            &mut data,
+        )?;
         Ok(Fetched {
             data,
             base: r.start,
