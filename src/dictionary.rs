@@ -125,14 +125,8 @@ impl Dictionary {
         &self.bytes
     }
 
-    /// Decompresses one frame made with this dictionary into exactly
-    /// `len` bytes (the buffer never grows past `len`).
-    pub fn decompress_exact(&self, what: &str, frame: &[u8], len: usize) -> Result<Vec<u8>> {
-        object::decompress_exact_with(what, frame, len, Some(&self.ddict))
-    }
-
-    /// [`Dictionary::decompress_exact`] into `out` (see
-    /// [`object::decompress_exact_into`]).
+    /// Decompresses one frame made with this dictionary into exactly `len`
+    /// bytes, into `out` (see [`object::decompress_exact_into`]).
     pub fn decompress_exact_into(
         &self,
         what: &str,
@@ -255,12 +249,12 @@ impl Sampler {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::crypto::MasterKey;
 
     /// Text that shares words across samples, as documentation does.
-    fn corpus(n: usize) -> Vec<Vec<u8>> {
+    pub(crate) fn corpus(n: usize) -> Vec<Vec<u8>> {
         let words = [
             "<html>",
             "<head>",
@@ -323,12 +317,15 @@ mod tests {
         let plain_frame = zstd::bulk::compress(&files[7], 3).unwrap();
         assert!(frame.len() < plain_frame.len(), "the dictionary helps");
         assert_eq!(frame_dict_id(&plain_frame), None);
-        assert_eq!(
-            d.decompress_exact("b", &frame, files[7].len()).unwrap(),
-            files[7]
-        );
+        let mut out = Vec::new();
+        d.decompress_exact_into("b", &frame, files[7].len(), &mut out)
+            .unwrap();
+        assert_eq!(out, files[7]);
         // One byte too few declared: refused, not truncated.
-        assert!(d.decompress_exact("b", &frame, files[7].len() - 1).is_err());
+        assert!(
+            d.decompress_exact_into("b", &frame, files[7].len() - 1, &mut out)
+                .is_err()
+        );
         // Another type byte, or another key: refused.
         let mut t = stored.clone();
         t[4] = ObjectType::Mark as u8;

@@ -174,25 +174,15 @@ pub fn unframe(what: &str, plain: &[u8]) -> Result<Vec<u8>> {
 
 /// Decompresses a zstd frame into exactly `len` bytes, never more.
 pub fn decompress_exact(what: &str, data: &[u8], len: usize) -> Result<Vec<u8>> {
-    decompress_exact_with(what, data, len, None)
-}
-
-/// [`decompress_exact`] with a prepared dictionary for frames made with
-/// one (see [`crate::dictionary`]).
-pub fn decompress_exact_with(
-    what: &str,
-    data: &[u8],
-    len: usize,
-    dict: Option<&zstd::zstd_safe::DDict<'_>>,
-) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    decompress_exact_into(what, data, len, dict, &mut out)?;
+    decompress_exact_into(what, data, len, None, &mut out)?;
     Ok(out)
 }
 
-/// [`decompress_exact_with`] into `out` (its contents replaced; it grows
-/// to at most `len`, and a buffer reused across calls saves an allocation
-/// and its page faults each time).
+/// [`decompress_exact`] into `out` (its contents replaced; it grows to at
+/// most `len`, and a buffer reused across calls saves an allocation and
+/// its page faults each time), with a prepared dictionary for frames made
+/// with one (see [`crate::dictionary`]).
 pub fn decompress_exact_into(
     what: &str,
     data: &[u8],
@@ -260,7 +250,7 @@ mod tests {
         let e = decompress_exact_into("s", &zsmall, small.len() + 1, None, &mut out).unwrap_err();
         assert!(e.to_string().contains("were declared"), "{e}");
         // A fresh buffer has room for the declared length only.
-        assert!(decompress_exact_with("s", &zbig, 10, None).is_err());
+        assert!(decompress_exact("s", &zbig, 10).is_err());
     }
 
     #[test]
