@@ -16,6 +16,25 @@ use std::path::{Path, PathBuf};
 /// Rows inserted per transaction while marking.
 const BATCH: usize = 50_000;
 
+const INSERT: &str = "INSERT OR IGNORE INTO used(id) VALUES (?1)";
+
+/// Adds `id` to the set through `st` (the prepared [`INSERT`]), committing
+/// every [`BATCH`] rows; returns whether it was new.
+fn add(
+    conn: &Connection,
+    st: &mut rusqlite::CachedStatement<'_>,
+    pending: &mut usize,
+    id: &Id,
+) -> rusqlite::Result<bool> {
+    let n = st.execute(params![id.0])?;
+    *pending += 1;
+    if *pending >= BATCH {
+        conn.execute_batch("COMMIT; BEGIN")?;
+        *pending = 0;
+    }
+    Ok(n > 0)
+}
+
 /// A used-blob set in a temporary database (removed on drop).
 pub struct Usage {
     conn: Connection,
@@ -100,19 +119,8 @@ impl Usage {
 
     /// Adds `id`; returns whether it was new.
     pub fn insert(&mut self, id: &Id) -> Result<bool> {
-        let n = self
-            .conn
-            .prepare_cached("INSERT OR IGNORE INTO used(id) VALUES (?1)")
-            .and_then(|mut st| st.execute(params![id.0]))
-            .map_err(|e| self.err(e))?;
-        self.pending += 1;
-        if self.pending >= BATCH {
-            self.conn
-                .execute_batch("COMMIT; BEGIN")
-                .map_err(|e| self.err(e))?;
-            self.pending = 0;
-        }
-        Ok(n > 0)
+        let mut st = self.conn.prepare_cached(INSERT).map_err(|e| self.err(e))?;
+        add(&self.conn, &mut st, &mut self.pending, id).map_err(|e| self.err(e))
     }
 
     /// Whether `id` is in the set.
@@ -138,9 +146,12 @@ impl Usage {
             stats.snapshots += 1;
             stack.push(r);
         }
+        let path_of = self.path.clone();
+        let sq = |e| Error::sqlite(&path_of, e);
+        let mut st = self.conn.prepare_cached(INSERT).map_err(sq)?;
         while let Some((id, path)) = stack.pop() {
             crate::interrupt::check()?;
-            if !self.insert(&id)? {
+            if !add(&self.conn, &mut st, &mut self.pending, &id).map_err(sq)? {
                 continue;
             }
             stats.trees += 1;
@@ -157,7 +168,7 @@ impl Usage {
                     }
                     (NodeKind::File, _) => {
                         for c in &n.content {
-                            if self.insert(c)? {
+                            if add(&self.conn, &mut st, &mut self.pending, c).map_err(sq)? {
                                 stats.data_blobs += 1;
                             }
                         }
@@ -166,11 +177,20 @@ impl Usage {
                 }
             }
         }
+        drop(st);
+        self.end_reads()?;
+        Ok(stats)
+    }
+
+    /// Ends the read of the attached index this connection may hold open
+    /// (commits the set), so that what the index cache writes from now on
+    /// is what the next query sees. The set stays as it is.
+    pub fn end_reads(&mut self) -> Result<()> {
         self.conn
             .execute_batch("COMMIT; BEGIN")
             .map_err(|e| self.err(e))?;
         self.pending = 0;
-        Ok(stats)
+        Ok(())
     }
 
     /// Number of blobs in the set.

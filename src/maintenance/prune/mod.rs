@@ -260,8 +260,12 @@ pub fn prune_with_progress(
     let found = marking::find_marks(repo)?;
     report.problems.extend(found.problems.iter().cloned());
     let mut tally = Tally::new(progress);
-    let (grace, dry) = (opts.keep_delete, opts.dry_run);
-    report.sweep = sweep::sweep(repo, &lock, grace, dry, &found, &mut tally, false)?;
+    let mode = sweep::SweepMode {
+        grace: opts.keep_delete,
+        dry_run: opts.dry_run,
+        last: false,
+    };
+    report.sweep = sweep::sweep(repo, &lock, mode, &found, &mut tally, None)?;
 
     let mut u = Usage::new(repo)?;
     report.marked_from = u.mark(repo, all_snapshot_roots(repo)?)?;
@@ -292,7 +296,9 @@ pub fn prune_with_progress(
         report.problems.extend(r.problems.iter().cloned());
         report.repacked = Some(r);
     }
-    drop(u);
+    // The set goes on to this run's own sweep; until then it holds no
+    // snapshot of the index open while the plan goes in.
+    u.end_reads()?;
     if !marked.is_empty() || has_new_leftovers(repo, &found)? {
         lock.check()?;
         report.plan_id = Some(marking::write_plan(repo, marked)?.to_hex());
@@ -304,8 +310,18 @@ pub fn prune_with_progress(
     let left_waiting = !report.sweep.waiting.is_empty();
     if opts.keep_delete.is_zero() && (report.plan_id.is_some() || left_waiting) {
         let found = marking::find_marks(repo)?;
+        let mode = sweep::SweepMode {
+            dry_run: false,
+            last: true,
+            ..mode
+        };
         report.immediate = Some(sweep::sweep(
-            repo, &lock, grace, false, &found, &mut tally, true,
+            repo,
+            &lock,
+            mode,
+            &found,
+            &mut tally,
+            Some(u),
         )?);
     } else if report.sweep.compaction.is_none() {
         let c = compact::compact(repo, &lock, &HashSet::new())?;
@@ -399,7 +415,7 @@ fn decide(
 
 #[cfg(test)]
 mod tests {
-    use super::MaxUnused;
+    use super::{MaxUnused, PruneOptions};
 
     #[test]
     fn max_unused_is_a_share_of_the_repository_after_the_prune() {
@@ -410,5 +426,94 @@ mod tests {
         assert_eq!(MaxUnused::Percent(100.0).allowed_beside(1), u64::MAX);
         assert_eq!(MaxUnused::Bytes(7).allowed_beside(1 << 40), 7);
         assert_eq!(MaxUnused::Unlimited.allowed_beside(0), u64::MAX);
+    }
+
+    /// A sweep asks each pack of its plans how many used blobs it keeps
+    /// ([`super::usage_map::needed_blobs`]) instead of working out every
+    /// pack's usage: both must agree on every pack, here in a repository
+    /// whose prune has repacked (the kept blobs of the marked packs have a
+    /// second copy in an unmarked one) and not yet deleted.
+    #[test]
+    fn a_plan_pack_is_needed_exactly_when_its_usage_says_so() {
+        use super::usage_map::{choose_keepers, needed_blobs, pack_usage};
+        use crate::archiver::{BackupOptions, backup};
+        use crate::backend::LocalBackend;
+        use crate::chunker::ChunkerParams;
+        use crate::keys::{MIN_WORK_FACTOR, NewKey};
+        use crate::maintenance::forget::{ForgetOptions, forget};
+        use crate::maintenance::usage::Usage;
+        use crate::progress::NoProgress;
+        use crate::repository::{InitOptions, Repository};
+        use std::sync::Arc;
+
+        let d = tempfile::tempdir().unwrap();
+        let opts = InitOptions {
+            chunker: ChunkerParams {
+                min: 4096,
+                avg: 16384,
+                max: 65536,
+                level: 1,
+            },
+            compression_level: 0,
+            pack_size: 1 << 18,
+        };
+        let key = NewKey::Passphrase {
+            pass: "pw".to_string().into(),
+            work_factor: MIN_WORK_FACTOR,
+        };
+        let backend = Arc::new(LocalBackend::new(d.path().join("repo")));
+        let repo = Repository::init(backend, &key, &opts, &d.path().join("cache")).unwrap();
+        // Incompressible files, every other one gone in the second snapshot:
+        // the first snapshot's packs end up half used.
+        let src = d.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..24 {
+            let data: Vec<u8> = (0..40_000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            std::fs::write(src.join(format!("f{i:02}")), data).unwrap();
+        }
+        let bopts = BackupOptions {
+            paths: vec![src.clone()],
+            ..BackupOptions::default()
+        };
+        let first = backup(&repo, &bopts, &NoProgress).unwrap();
+        for i in (0..24).step_by(2) {
+            std::fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
+        }
+        backup(&repo, &bopts, &NoProgress).unwrap();
+        let f = ForgetOptions {
+            snapshots: vec![first.snapshot_id.unwrap().to_hex()],
+            ..ForgetOptions::default()
+        };
+        forget(&repo, &f).unwrap();
+        let popts = PruneOptions {
+            max_unused: MaxUnused::Percent(0.0),
+            ..PruneOptions::default()
+        };
+        let r = super::prune(&repo, &popts).unwrap();
+        assert!(r.repacked.is_some() && r.plan_id.is_some(), "{r:?}");
+
+        let mut u = Usage::new(&repo).unwrap();
+        u.mark(&repo, super::all_snapshot_roots(&repo).unwrap())
+            .unwrap();
+        choose_keepers(&u).unwrap();
+        let packs = pack_usage(&u).unwrap();
+        let (mut marked_unneeded, mut needed) = (0, 0);
+        for p in &packs {
+            let n = needed_blobs(&u, &p.id).unwrap();
+            assert_eq!(n, p.used_blobs, "pack {}: {p:?}", p.id);
+            marked_unneeded += usize::from(p.marked && n == 0);
+            needed += usize::from(n > 0);
+        }
+        // The repacked packs hold copies of used blobs, yet need none.
+        assert!(marked_unneeded > 0 && needed > 0, "{packs:?}");
+        assert_eq!(needed_blobs(&u, &crate::id::Id([7; 32])).unwrap(), 0);
     }
 }

@@ -8,7 +8,7 @@
 
 use super::compact::{Compaction, compact};
 use super::marking::{FoundMarks, holders_age, live_holders, still_held, write_holders};
-use super::usage_map::{choose_keepers, pack_usage};
+use super::usage_map::needed_blobs;
 use super::{all_snapshot_roots, human_duration};
 use crate::backend::Kind;
 use crate::error::Result;
@@ -44,17 +44,39 @@ pub struct SweepReport {
     pub compaction: Option<Compaction>,
 }
 
+/// How a sweep runs: the grace period a plan waits, whether it only says
+/// what it would delete, and whether it is the prune's last phase.
+#[derive(Clone, Copy, Debug)]
+pub struct SweepMode {
+    pub grace: Duration,
+    pub dry_run: bool,
+    /// No phase of the prune comes after this one (for the progress).
+    pub last: bool,
+}
+
 /// Sweeps the plans in `found` that are due, counting each pack deleted
-/// in `tally` (`last`: no phase of the prune comes after this one).
+/// in `tally`.
+///
+/// `marked` is a used-blob set this run already holds (the one its mark
+/// phase filled), or `None` to start an empty one. Either way the sweep
+/// marks every snapshot as it is now into it; one already in it costs a
+/// single lookup, because a tree in the set had all it references added
+/// with it. A snapshot forgotten since leaves its blobs in the set: the
+/// set can only be larger than the snapshots need, which keeps packs, never
+/// deletes one that is needed.
 pub fn sweep(
     repo: &Repository,
     lock: &LockHandle,
-    grace: Duration,
-    dry_run: bool,
+    mode: SweepMode,
     found: &FoundMarks,
     tally: &mut Tally,
-    last: bool,
+    marked: Option<Usage>,
 ) -> Result<SweepReport> {
+    let SweepMode {
+        grace,
+        dry_run,
+        last,
+    } = mode;
     let mut r = SweepReport::default();
     // Who runs now: known before the snapshots are read (rule 4 b, c).
     let (live, unreadable_live) = live_holders(repo)?;
@@ -99,24 +121,21 @@ pub fn sweep(
         return Ok(r);
     }
     // What the snapshots need now, including any a holder wrote.
-    let mut u = Usage::new(repo)?;
+    let mut u = match marked {
+        Some(u) => u,
+        None => Usage::new(repo)?,
+    };
     u.mark(repo, all_snapshot_roots(repo)?)?;
-    choose_keepers(&u)?;
-    let needed: HashMap<Id, u64> = pack_usage(&u)?
-        .into_iter()
-        .map(|p| (p.id, p.used_blobs))
-        .collect();
     let mut delete: HashSet<Id> = HashSet::new();
     let mut sizes: HashMap<Id, u64> = HashMap::new();
     for (p, _, _) in &due {
         for m in &p.plan.packs {
             sizes.insert(m.id, m.size);
-            match needed.get(&m.id) {
-                Some(n) if *n > 0 => r.packs_rescued += 1,
-                // Unused, or already unlisted by an interrupted sweep.
-                _ => {
-                    delete.insert(m.id);
-                }
+            // Unused, or already unlisted by an interrupted sweep: 0.
+            if needed_blobs(&u, &m.id)? > 0 {
+                r.packs_rescued += 1;
+            } else {
+                delete.insert(m.id);
             }
         }
     }
