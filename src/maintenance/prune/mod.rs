@@ -428,25 +428,24 @@ mod tests {
         assert_eq!(MaxUnused::Unlimited.allowed_beside(0), u64::MAX);
     }
 
-    /// A sweep asks each pack of its plans how many used blobs it keeps
-    /// ([`super::usage_map::needed_blobs`]) instead of working out every
-    /// pack's usage: both must agree on every pack, here in a repository
-    /// whose prune has repacked (the kept blobs of the marked packs have a
-    /// second copy in an unmarked one) and not yet deleted.
-    #[test]
-    fn a_plan_pack_is_needed_exactly_when_its_usage_says_so() {
-        use super::usage_map::{choose_keepers, needed_blobs, pack_usage};
-        use crate::archiver::{BackupOptions, backup};
+    use crate::archiver::{BackupOptions, backup};
+    use crate::maintenance::usage::Usage;
+    use crate::progress::NoProgress;
+    use crate::repository::Repository;
+
+    /// A repository with small packs and two snapshots of 24 incompressible
+    /// files, every other one gone in the second; the first is forgotten
+    /// and a prune with the default grace period has repacked and marked
+    /// (nothing deleted yet). Returns the forgotten snapshot, to be saved
+    /// again by a test that needs it.
+    fn pruned_but_not_swept(d: &std::path::Path) -> (Repository, crate::snapshot::Snapshot) {
         use crate::backend::LocalBackend;
         use crate::chunker::ChunkerParams;
         use crate::keys::{MIN_WORK_FACTOR, NewKey};
         use crate::maintenance::forget::{ForgetOptions, forget};
-        use crate::maintenance::usage::Usage;
-        use crate::progress::NoProgress;
-        use crate::repository::{InitOptions, Repository};
+        use crate::repository::InitOptions;
         use std::sync::Arc;
 
-        let d = tempfile::tempdir().unwrap();
         let opts = InitOptions {
             chunker: ChunkerParams {
                 min: 4096,
@@ -461,11 +460,9 @@ mod tests {
             pass: "pw".to_string().into(),
             work_factor: MIN_WORK_FACTOR,
         };
-        let backend = Arc::new(LocalBackend::new(d.path().join("repo")));
-        let repo = Repository::init(backend, &key, &opts, &d.path().join("cache")).unwrap();
-        // Incompressible files, every other one gone in the second snapshot:
-        // the first snapshot's packs end up half used.
-        let src = d.path().join("src");
+        let backend = Arc::new(LocalBackend::new(d.join("repo")));
+        let repo = Repository::init(backend, &key, &opts, &d.join("cache")).unwrap();
+        let src = d.join("src");
         std::fs::create_dir(&src).unwrap();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..24 {
@@ -484,12 +481,14 @@ mod tests {
             ..BackupOptions::default()
         };
         let first = backup(&repo, &bopts, &NoProgress).unwrap();
+        let first = first.snapshot_id.unwrap().to_hex();
+        let old = crate::snapshot::load(&repo, &first).unwrap();
         for i in (0..24).step_by(2) {
             std::fs::remove_file(src.join(format!("f{i:02}"))).unwrap();
         }
         backup(&repo, &bopts, &NoProgress).unwrap();
         let f = ForgetOptions {
-            snapshots: vec![first.snapshot_id.unwrap().to_hex()],
+            snapshots: vec![first],
             ..ForgetOptions::default()
         };
         forget(&repo, &f).unwrap();
@@ -499,7 +498,20 @@ mod tests {
         };
         let r = super::prune(&repo, &popts).unwrap();
         assert!(r.repacked.is_some() && r.plan_id.is_some(), "{r:?}");
+        (repo, old)
+    }
 
+    /// A sweep asks each pack of its plans how many used blobs it keeps
+    /// ([`super::usage_map::needed_blobs`]) instead of working out every
+    /// pack's usage: both must agree on every pack, here in a repository
+    /// whose prune has repacked (the kept blobs of the marked packs have a
+    /// second copy in an unmarked one) and not yet deleted.
+    #[test]
+    fn a_plan_pack_is_needed_exactly_when_its_usage_says_so() {
+        use super::usage_map::{choose_keepers, needed_blobs, pack_usage};
+
+        let d = tempfile::tempdir().unwrap();
+        let (repo, _) = pruned_but_not_swept(d.path());
         let mut u = Usage::new(&repo).unwrap();
         u.mark(&repo, super::all_snapshot_roots(&repo).unwrap())
             .unwrap();
@@ -515,5 +527,50 @@ mod tests {
         // The repacked packs hold copies of used blobs, yet need none.
         assert!(marked_unneeded > 0 && needed > 0, "{packs:?}");
         assert_eq!(needed_blobs(&u, &crate::id::Id([7; 32])).unwrap(), 0);
+    }
+
+    /// The sweep of a prune with no grace period takes over the set its
+    /// mark phase filled. A snapshot saved after that mark (here the
+    /// forgotten one, saved again) must still keep the marked packs it
+    /// needs, exactly as a sweep with a set of its own decides.
+    #[test]
+    fn a_reused_set_still_sees_a_snapshot_saved_after_it() {
+        use super::marking::find_marks;
+        use super::sweep::{SweepMode, sweep};
+        use crate::progress::Tally;
+
+        let d = tempfile::tempdir().unwrap();
+        let (repo, old) = pruned_but_not_swept(d.path());
+        let lock = repo.lock_maintenance().unwrap();
+        let mode = SweepMode {
+            grace: std::time::Duration::ZERO,
+            dry_run: true,
+            last: true,
+        };
+        let run = |marked: Option<Usage>| {
+            let found = find_marks(&repo).unwrap();
+            let mut tally = Tally::new(&NoProgress);
+            sweep(&repo, &lock.handle(), mode, &found, &mut tally, marked).unwrap()
+        };
+        let marked_now = || {
+            let mut u = Usage::new(&repo).unwrap();
+            u.mark(&repo, super::all_snapshot_roots(&repo).unwrap())
+                .unwrap();
+            u
+        };
+        // Before: every marked pack can go.
+        let before = run(Some(marked_now()));
+        assert!(before.packs_deleted > 0, "{before:?}");
+        assert_eq!(before.packs_rescued, 0, "{before:?}");
+
+        let earlier = marked_now();
+        crate::snapshot::save(&repo, &old).unwrap();
+        let reused = run(Some(earlier));
+        let fresh = run(None);
+        assert!(reused.packs_rescued > 0, "{reused:?}");
+        assert_eq!(
+            (reused.packs_rescued, reused.packs_deleted),
+            (fresh.packs_rescued, fresh.packs_deleted)
+        );
     }
 }
