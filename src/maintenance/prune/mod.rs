@@ -521,6 +521,9 @@ mod tests {
         for p in &packs {
             let n = needed_blobs(&u, &p.id).unwrap();
             assert_eq!(n, p.used_blobs, "pack {}: {p:?}", p.id);
+            // The prune copied every used blob of the packs it marked into
+            // an unmarked one, which ranks first: no marked pack keeps any.
+            assert!(!p.marked || n == 0, "marked pack {} is needed: {p:?}", p.id);
             marked_unneeded += usize::from(p.marked && n == 0);
             needed += usize::from(n > 0);
         }

@@ -50,40 +50,49 @@ fn err(e: rusqlite::Error) -> Error {
     Error::internal(format!("prune's usage database: {e}"))
 }
 
-/// Chooses each used blob's keeper (table `keeper(id, pack)`). The set and
-/// the index's blobs are both read in ID order, so the keepers are found
-/// and go in without sorting the whole set: the smallest `marked << 40 |
-/// pack` of a blob's copies is its keeper (pack numbers are row IDs, far
-/// below 2^40). Blobs the index does not list get no keeper.
+/// A copy's rank as its blob's keeper, lowest first: a copy in an unmarked
+/// pack before one in a marked pack, then the lower pack number (pack
+/// numbers are row IDs, far below 2^40). `t` is the alias of `idx.blobs`.
+/// [`choose_keepers`] and [`needed_blobs`] both rank by it.
+fn keeper_rank(t: &str) -> String {
+    format!("(({t}.marked << 40) | {t}.pack)")
+}
+
+/// Chooses each used blob's keeper (table `keeper(id, pack)`): the copy of
+/// lowest [`keeper_rank`]. The set and the index's blobs are both read in
+/// ID order, so the keepers are found and go in without sorting the whole
+/// set. Blobs the index does not list get no keeper.
 pub fn choose_keepers(u: &Usage) -> Result<()> {
     u.conn()
-        .execute_batch(
+        .execute_batch(&format!(
             "DROP TABLE IF EXISTS keeper;
              CREATE TABLE keeper(id BLOB PRIMARY KEY, pack INTEGER NOT NULL) WITHOUT ROWID;
              INSERT INTO keeper(id, pack)
-               SELECT u.id, min((b.marked << 40) | b.pack) & 1099511627775
+               SELECT u.id, min({rank}) & 1099511627775
                FROM used u JOIN idx.blobs b ON b.id = u.id
                GROUP BY u.id;
              CREATE INDEX keeper_by_pack ON keeper(pack);",
-        )
+            rank = keeper_rank("b")
+        ))
         .map_err(err)
 }
 
 /// How many used blobs pack `pack` is the keeper of, by the index as it is
-/// now: those it holds with no copy that [`choose_keepers`] would prefer (in
-/// an unmarked pack, or a lower-numbered one). The same answer as the
-/// pack's `used_blobs` in [`pack_usage`] after [`choose_keepers`], for a
-/// sweep that asks about the packs of its plans only (0 for a pack the
-/// index no longer lists).
+/// now: those it holds with no copy of lower [`keeper_rank`]. The same
+/// answer as the pack's `used_blobs` in [`pack_usage`] after
+/// [`choose_keepers`], for a sweep that asks about the packs of its plans
+/// only (0 for a pack the index no longer lists).
 pub fn needed_blobs(u: &Usage, pack: &Id) -> Result<u64> {
+    let sql = format!(
+        "SELECT count(*) FROM idx.packs p JOIN idx.blobs b ON b.pack = p.num
+         WHERE p.id = ?1
+           AND EXISTS (SELECT 1 FROM used u WHERE u.id = b.id)
+           AND NOT EXISTS (SELECT 1 FROM idx.blobs c WHERE c.id = b.id AND {} < {})",
+        keeper_rank("c"),
+        keeper_rank("b")
+    );
     u.conn()
-        .prepare_cached(
-            "SELECT count(*) FROM idx.packs p JOIN idx.blobs b ON b.pack = p.num
-             WHERE p.id = ?1
-               AND EXISTS (SELECT 1 FROM used u WHERE u.id = b.id)
-               AND NOT EXISTS (SELECT 1 FROM idx.blobs c
-                               WHERE c.id = b.id AND (c.marked, c.pack) < (b.marked, b.pack))",
-        )
+        .prepare_cached(&sql)
         .and_then(|mut st| st.query_row([pack.0], |r| r.get::<_, i64>(0)))
         .map(|n| n as u64)
         .map_err(err)
