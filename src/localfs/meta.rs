@@ -7,7 +7,7 @@
 use super::stat::Stat;
 use crate::tree::{Node, NodeKind};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 /// Caches uid/gid → name lookups for one backup.
 #[derive(Default)]
@@ -88,10 +88,12 @@ pub fn node_from_metadata(name: Vec<u8>, md: &Stat, owners: &mut Owners, with_at
 }
 
 /// user/group name → id lookups for one restore, shared by its threads.
+/// Every restored file asks; after a name's first lookup the answer is
+/// read under a shared lock, with no allocation.
 #[derive(Default)]
 pub struct NameCache {
-    users: Mutex<HashMap<String, Option<u32>>>,
-    groups: Mutex<HashMap<String, Option<u32>>>,
+    users: RwLock<HashMap<String, Option<u32>>>,
+    groups: RwLock<HashMap<String, Option<u32>>>,
 }
 
 impl NameCache {
@@ -115,14 +117,17 @@ impl NameCache {
 
     /// `lookup(name)`, asked once per name (an empty name is never looked up).
     fn cached(
-        map: &Mutex<HashMap<String, Option<u32>>>,
+        map: &RwLock<HashMap<String, Option<u32>>>,
         name: &str,
         lookup: impl FnOnce(&str) -> Option<u32>,
     ) -> Option<u32> {
         if name.is_empty() {
             return None;
         }
-        let mut m = map.lock().ok()?;
+        if let Some(known) = map.read().ok()?.get(name) {
+            return *known;
+        }
+        let mut m = map.write().ok()?;
         *m.entry(name.to_string()).or_insert_with(|| lookup(name))
     }
 }

@@ -44,7 +44,7 @@ impl Repository {
             list.push(Arc::new(d));
         }
         let set = Arc::new(Dictionaries::new(list));
-        *self.dicts.lock().map_err(|_| poisoned())? = Some(set.clone());
+        *self.dicts.write().map_err(|_| poisoned())? = Some(set.clone());
         Ok(set)
     }
 
@@ -73,7 +73,7 @@ impl Repository {
         let d = Arc::new(Dictionary::from_zstd(&what, name, zstd)?);
         self.backend.write(Kind::Dict, &name.to_hex(), &bytes)?;
         {
-            let mut cached = self.dicts.lock().map_err(|_| poisoned())?;
+            let mut cached = self.dicts.write().map_err(|_| poisoned())?;
             let mut list = cached
                 .as_ref()
                 .map(|s| s.all().to_vec())
@@ -88,7 +88,7 @@ impl Repository {
 
 impl DictSource for Repository {
     fn dictionaries(&self) -> Result<Arc<Dictionaries>> {
-        if let Some(s) = self.dicts.lock().map_err(|_| poisoned())?.as_ref() {
+        if let Some(s) = self.dicts.read().map_err(|_| poisoned())?.as_ref() {
             return Ok(s.clone());
         }
         self.load_dictionaries()

@@ -29,7 +29,7 @@ use crate::pack::{self, BlobType};
 use crate::tree::Tree;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 /// The largest pack of trees fetched whole into the tree cache.
 const TREE_PACK_MAX: u64 = 32 << 20;
@@ -58,8 +58,9 @@ pub struct Repository {
     compression_level: AtomicI32,
     /// Sealed tree blobs kept locally, for remote repositories.
     tree_cache: Option<tree_cache::TreeCache>,
-    /// The compression dictionaries, once listed (see `dicts.rs`).
-    dicts: Mutex<Option<Arc<crate::dictionary::Dictionaries>>>,
+    /// The compression dictionaries, once listed (see `dicts.rs`): read
+    /// for every blob opened, by every thread, so under a shared lock.
+    dicts: RwLock<Option<Arc<crate::dictionary::Dictionaries>>>,
     /// The dictionary data blobs are written with: `None` until chosen.
     write_dict: Mutex<Option<Option<Arc<crate::dictionary::Dictionary>>>>,
     /// Dictionary IDs looked for again once already and still missing.
@@ -198,7 +199,7 @@ impl Repository {
             lock_readers: AtomicBool::new(true),
             compression_level: AtomicI32::new(config.compression_level),
             config,
-            dicts: Mutex::new(None),
+            dicts: RwLock::new(None),
             write_dict: Mutex::new(None),
             dict_misses: Mutex::new(Vec::new()),
         })

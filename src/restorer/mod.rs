@@ -138,7 +138,7 @@ pub fn restore_with_progress(
             source: &source,
             progress,
             scope,
-            pending: None,
+            pending: Default::default(),
             selector,
             report: RestoreReport::default(),
             batch: Vec::new(),

@@ -2,9 +2,9 @@
 //! names are checked (no `..`, `/` or NUL), directories are made (really
 //! directories: anything else in the way is removed, never followed),
 //! existing entries are handled as `--overwrite` says, special files are
-//! created on the spot, and regular files are queued in batches that a
-//! writer thread fills ([`super::files`]) while the walk goes on. Hard links
-//! and directory metadata wait for the end.
+//! created on the spot, and regular files are queued in batches that
+//! writer threads fill ([`super::files`], two batches at a time) while the
+//! walk goes on. Hard links and directory metadata wait for the end.
 
 use super::files::{self, BatchOutcome};
 use super::select::Selector;
@@ -17,7 +17,7 @@ use crate::localfs::{self, Anchor};
 use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, is_safe_name};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsStr;
 use std::fs::{self, File};
 use std::io::ErrorKind;
@@ -30,6 +30,11 @@ use std::thread::{Scope, ScopedJoinHandle};
 /// A batch goes to the writer at this many files or bytes.
 const BATCH_FILES: usize = 1024;
 const BATCH_BYTES: u64 = 256 << 20;
+/// Batches written at once. A batch's writer plans its reads in the index
+/// on its own thread, and each of its steps (create the files, fill them,
+/// finish them) waits for the slowest file of the step before the next
+/// begins: a second batch keeps the pool busy meanwhile.
+const IN_FLIGHT: usize = 2;
 
 /// A directory whose metadata is applied at the end.
 pub(super) struct DirMeta {
@@ -65,8 +70,8 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     pub(super) source: &'env PackSource<'env>,
     pub(super) progress: &'env dyn Progress,
     pub(super) scope: &'scope Scope<'scope, 'env>,
-    /// The batch being written while the walk goes on.
-    pub(super) pending: Option<ScopedJoinHandle<'scope, Result<BatchOutcome>>>,
+    /// The batches being written while the walk goes on, oldest first.
+    pub(super) pending: VecDeque<ScopedJoinHandle<'scope, Result<BatchOutcome>>>,
     pub(super) selector: Selector,
     pub(super) report: RestoreReport,
     pub(super) batch: Vec<FileJob>,
@@ -345,26 +350,38 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         Ok(())
     }
 
-    /// Hands the queued files to a writer thread (after the previous batch
-    /// is done), so the walk goes on while content is written.
+    /// Hands the queued files to a writer thread (once fewer than
+    /// [`IN_FLIGHT`] batches are being written), so the walk goes on while
+    /// content is written.
     pub(super) fn flush(&mut self) -> Result<()> {
-        self.join_pending()?;
+        while self.pending.len() >= IN_FLIGHT {
+            self.join_oldest()?;
+        }
         let jobs = std::mem::take(&mut self.batch);
         self.batch_bytes = 0;
         if jobs.is_empty() {
             return Ok(());
         }
         let (repo, source, dest, progress) = (self.repo, self.source, self.dest, self.progress);
-        self.pending = Some(
+        self.pending.push_back(
             self.scope
                 .spawn(move || files::write_batch(repo, source, dest, jobs, progress)),
         );
         Ok(())
     }
 
-    /// Waits for the batch being written and adds it to the report.
+    /// Waits for every batch being written and adds them to the report.
     pub(super) fn join_pending(&mut self) -> Result<()> {
-        if let Some(h) = self.pending.take() {
+        while !self.pending.is_empty() {
+            self.join_oldest()?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest batch being written and adds it to the report
+    /// (so errors are reported in the walk's order).
+    fn join_oldest(&mut self) -> Result<()> {
+        if let Some(h) = self.pending.pop_front() {
             let out = h
                 .join()
                 .map_err(|_| Error::internal("a restore writer thread panicked"))??;

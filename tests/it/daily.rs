@@ -348,27 +348,7 @@ fn corrupted_pack_fails_only_the_affected_file() {
     let snap = load_snap(&repo, &id);
 
     let tid = larder::walker::tree_at(&repo, snap.tree, path_str(&src)).unwrap();
-    let tree = repo.load_tree(&tid).unwrap();
-    let victim = tree.find(b"victim.bin").unwrap();
-    let loc = repo.lookup(&victim.content[0]).unwrap().unwrap();
-    assert!(loc.entry.stored_len > 40);
-    let pack_hex = loc.pack.to_hex();
-    let pack_path = t
-        .repo_path()
-        .join("packs")
-        .join(&pack_hex[..2])
-        .join(&pack_hex);
-    set_mode(&pack_path, 0o644);
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&pack_path)
-        .unwrap();
-    let mut byte = [0u8; 1];
-    let at = loc.entry.offset + 30;
-    f.read_exact_at(&mut byte, at).unwrap();
-    f.write_all_at(&[byte[0] ^ 0xff], at).unwrap();
-    drop(f);
+    let pack_hex = flip_blob_of(&t, &repo, &tid, "victim.bin");
 
     let out = tempfile::tempdir().unwrap();
     let target = out.path().join("t");
@@ -427,6 +407,85 @@ fn corrupted_pack_fails_only_the_affected_file() {
     assert_ne!(code, 0, "{out}{err}");
     assert!(err.contains(&pack_hex), "check names the pack: {err}");
     assert!(!out.contains("no errors were found"), "{out}");
+}
+
+/// Flips one byte inside the (first) blob of file `name` of tree `tid`;
+/// returns the name of the pack it is in.
+fn flip_blob_of(t: &TestRepo, repo: &Repository, tid: &Id, name: &str) -> String {
+    let tree = repo.load_tree(tid).unwrap();
+    let node = tree.find(name.as_bytes()).unwrap();
+    let loc = repo.lookup(&node.content[0]).unwrap().unwrap();
+    assert!(loc.entry.stored_len > 40);
+    let hex = loc.pack.to_hex();
+    let pack = t.repo_path().join("packs").join(&hex[..2]).join(&hex);
+    set_mode(&pack, 0o644);
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pack)
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let at = loc.entry.offset + 30;
+    f.read_exact_at(&mut byte, at).unwrap();
+    f.write_all_at(&[byte[0] ^ 0xff], at).unwrap();
+    hex
+}
+
+/// A restore of more files than several batches hold (a batch is 1,024
+/// files, and two are written at once): every file is restored once and
+/// exactly, and the damaged ones, one in each of three batches, are
+/// reported in the order of the walk.
+#[test]
+fn a_restore_of_many_batches_reports_every_file_in_walk_order() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let victims = ["f0100", "f1500", "f2500"];
+    for i in 0..3000u64 {
+        let name = format!("f{i:04}");
+        let data = if victims.contains(&name.as_str()) {
+            rand_bytes(7000 + i, 20_000)
+        } else {
+            format!("file {i}\n")
+                .repeat(1 + (i % 7) as usize)
+                .into_bytes()
+        };
+        write(&src.join(&name), &data);
+    }
+    let id = lib_backup(&repo, &[&src]).snapshot_id.unwrap();
+    let snap = load_snap(&repo, &id);
+    let tid = larder::walker::tree_at(&repo, snap.tree, path_str(&src)).unwrap();
+    for v in victims {
+        flip_blob_of(&t, &repo, &tid, v);
+    }
+
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("t");
+    let rep = lib_restore(&repo, &id, &src, &target);
+    let named: Vec<&str> = rep
+        .errors
+        .iter()
+        .map(|e| {
+            victims
+                .iter()
+                .find(|v| e.contains(*v))
+                .copied()
+                .unwrap_or(e)
+        })
+        .collect();
+    assert_eq!(named, victims, "errors in walk order: {:?}", rep.errors);
+    assert_eq!(rep.files, 3000 - victims.len() as u64);
+    let restored = list_rel(&target);
+    assert_eq!(restored.len(), 3000 - victims.len(), "no temporary files");
+    for name in &restored {
+        assert!(!victims.contains(&name.as_str()), "{name} was damaged");
+        assert_eq!(
+            fs::read(target.join(name)).unwrap(),
+            fs::read(src.join(name)).unwrap(),
+            "{name}"
+        );
+    }
 }
 
 fn node(name: &[u8], kind: NodeKind) -> Node {
