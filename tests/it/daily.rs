@@ -414,21 +414,7 @@ fn corrupted_pack_fails_only_the_affected_file() {
 fn flip_blob_of(t: &TestRepo, repo: &Repository, tid: &Id, name: &str) -> String {
     let tree = repo.load_tree(tid).unwrap();
     let node = tree.find(name.as_bytes()).unwrap();
-    let loc = repo.lookup(&node.content[0]).unwrap().unwrap();
-    assert!(loc.entry.stored_len > 40);
-    let hex = loc.pack.to_hex();
-    let pack = t.repo_path().join("packs").join(&hex[..2]).join(&hex);
-    set_mode(&pack, 0o644);
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&pack)
-        .unwrap();
-    let mut byte = [0u8; 1];
-    let at = loc.entry.offset + 30;
-    f.read_exact_at(&mut byte, at).unwrap();
-    f.write_all_at(&[byte[0] ^ 0xff], at).unwrap();
-    hex
+    flip_blob_byte(t, repo, &node.content[0])
 }
 
 /// A restore of more files than several batches hold (a batch is 1,024

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 /// Fails the test unless `tool` is installed (with `LARDER_ALLOW_SKIP=1`,
@@ -332,20 +332,7 @@ fn damaged_blob_stops_dump_naming_it() {
     .unwrap();
     assert!(node.content.len() > 12, "{} chunks", node.content.len());
     let bad = node.content[10];
-    let loc = repo.lookup(&bad).unwrap().unwrap();
-    let hex = loc.pack.to_hex();
-    let pack = t.repo_path().join("packs").join(&hex[..2]).join(&hex);
-    crate::support::set_mode(&pack, 0o644);
-    let f = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&pack)
-        .unwrap();
-    let mut byte = [0u8; 1];
-    let at = loc.entry.offset + 30;
-    f.read_exact_at(&mut byte, at).unwrap();
-    f.write_all_at(&[byte[0] ^ 0xff], at).unwrap();
-    drop(f);
+    crate::support::flip_blob_byte(&t, &repo, &bad);
 
     let p = src.join("victim.bin");
     let (code, out, err) = larder_raw(

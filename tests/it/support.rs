@@ -86,6 +86,27 @@ pub fn lib_backup(repo: &Repository, paths: &[&Path]) -> BackupResult {
     .unwrap()
 }
 
+/// Flips one byte inside the stored bytes of blob `blob` (its pack made
+/// writable first); returns the name of the pack.
+pub fn flip_blob_byte(t: &common::TestRepo, repo: &Repository, blob: &Id) -> String {
+    use std::os::unix::fs::FileExt;
+    let loc = repo.lookup(blob).unwrap().unwrap();
+    assert!(loc.entry.stored_len > 40);
+    let hex = loc.pack.to_hex();
+    let pack = t.repo_path().join("packs").join(&hex[..2]).join(&hex);
+    set_mode(&pack, 0o644);
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&pack)
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let at = loc.entry.offset + 30;
+    f.read_exact_at(&mut byte, at).unwrap();
+    f.write_all_at(&[byte[0] ^ 0xff], at).unwrap();
+    hex
+}
+
 pub fn load_snap(repo: &Repository, id: &Id) -> Snapshot {
     snapshot::load(repo, &id.to_hex()).unwrap()
 }
