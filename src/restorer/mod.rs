@@ -143,6 +143,7 @@ pub fn restore_with_progress(
             report: RestoreReport::default(),
             batch: Vec::new(),
             batch_bytes: 0,
+            batch_files: walk::batch_files(target::open_files_allowed()),
             dirs: Vec::new(),
             hardlinks: HashMap::new(),
             links: Vec::new(),

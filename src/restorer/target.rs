@@ -286,6 +286,24 @@ pub(super) fn remove_tmp(job: &FileJob) {
     );
 }
 
+/// Open files this process may hold: the soft limit on descriptors,
+/// raised first to the hard limit where it is lower (as Go programs such
+/// as restic do at start; the common soft limit of 1,024 is less than two
+/// batches of files and their directories).
+pub(super) fn open_files_allowed() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    /// A hard limit of "unlimited" is raised to this much.
+    const CAP: u64 = 1 << 16;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    let want = hard.min(CAP);
+    if soft < want && setrlimit(Resource::RLIMIT_NOFILE, want, hard).is_ok() {
+        return want;
+    }
+    soft
+}
+
 /// The process umask, read from /proc (reading it with umask(2) would
 /// briefly change it for every thread).
 fn read_umask() -> Option<u32> {

@@ -30,6 +30,11 @@ use std::thread::{Scope, ScopedJoinHandle};
 /// A batch goes to the writer at this many files or bytes.
 const BATCH_FILES: usize = 1024;
 const BATCH_BYTES: u64 = 256 << 20;
+/// The fewest files a batch holds, however few descriptors are allowed.
+const MIN_BATCH_FILES: usize = 16;
+/// Descriptors kept for what is not a batch's: the index cache, packs
+/// kept open, the walk's directories, the lock, standard streams.
+const OTHER_FILES: u64 = 128;
 /// Batches written at once. A batch's writer plans its reads in the index
 /// on its own thread, and each of its steps (create the files, fill them,
 /// finish them) waits for the slowest file of the step before the next
@@ -76,6 +81,8 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     pub(super) report: RestoreReport,
     pub(super) batch: Vec<FileJob>,
     pub(super) batch_bytes: u64,
+    /// A batch goes to a writer at this many files ([`batch_files`]).
+    pub(super) batch_files: usize,
     pub(super) dirs: Vec<DirMeta>,
     /// (device, inode) of multiply-linked files → first restored path.
     pub(super) hardlinks: HashMap<(u64, u64), (PathBuf, Anchor)>,
@@ -344,7 +351,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             dir_state,
             _anchor: anchor,
         });
-        if self.batch.len() >= BATCH_FILES || self.batch_bytes >= BATCH_BYTES {
+        if self.batch.len() >= self.batch_files || self.batch_bytes >= BATCH_BYTES {
             self.flush()?;
         }
         Ok(())
@@ -391,4 +398,14 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         }
         Ok(())
     }
+}
+
+/// Files per batch when the process may hold `allowed` descriptors: a
+/// batch being written holds each of its files open, and the directory
+/// of each, and [`IN_FLIGHT`] batches are written at once.
+pub(super) fn batch_files(allowed: u64) -> usize {
+    let per_batch = allowed.saturating_sub(OTHER_FILES) / (2 * IN_FLIGHT as u64);
+    usize::try_from(per_batch)
+        .unwrap_or(BATCH_FILES)
+        .clamp(MIN_BATCH_FILES, BATCH_FILES)
 }

@@ -1317,3 +1317,56 @@ fn file_growing_during_backup_is_reported() {
         "the stored bytes are a prefix of the file"
     );
 }
+
+/// A restore under a low limit on open files (`ulimit -n 256`, soft and
+/// hard): a batch holds each of its files and their directories open, so
+/// batches shrink to fit and every file of a tree with more files and
+/// directories than the limit is restored (with batches of 1,024 files the
+/// restore failed with "Too many open files").
+#[test]
+fn a_restore_fits_a_low_limit_on_open_files() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for d in 0..300u64 {
+        for f in 0..2u64 {
+            let body = format!("dir {d} file {f}\n");
+            write(&src.join(format!("d{d:03}/f{f}")), body.as_bytes());
+        }
+    }
+    let id = lib_backup(&repo, &[&src]).snapshot_id.unwrap();
+    drop(repo);
+
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("t");
+    let cli = common::larder(&t.repo_path(), &t.cache_path());
+    let mut c = std::process::Command::new("sh");
+    c.arg("-c")
+        .arg("ulimit -n 256 && exec \"$@\"")
+        .arg("sh")
+        .arg(cli.get_program())
+        .args(["restore", &format!("{}:{}", id.to_hex(), path_str(&src))])
+        .arg("--target")
+        .arg(&target);
+    for (k, v) in cli.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let (code, stdout, err) = run(c);
+    assert_eq!(code, 0, "{stdout}{err}");
+    let files: Vec<String> = list_rel(&target)
+        .into_iter()
+        .filter(|p| p.contains('/'))
+        .collect();
+    assert_eq!(files.len(), 600, "{err}");
+    for f in &files {
+        assert_eq!(
+            fs::read(target.join(f)).unwrap(),
+            fs::read(src.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
