@@ -417,10 +417,11 @@ fn flip_blob_of(t: &TestRepo, repo: &Repository, tid: &Id, name: &str) -> String
     flip_blob_byte(t, repo, &node.content[0])
 }
 
-/// A restore of more files than several batches hold (a batch is 1,024
-/// files, and two are written at once): every file is restored once and
-/// exactly, and the damaged ones, one in each of three batches, are
-/// reported in the order of the walk.
+/// A restore of more files than several batches hold (a batch holds up to
+/// 1,024 files, fewer under a low limit on open files, and two are written
+/// at once): every file is restored once and exactly, and the damaged
+/// ones, one in each of the first three batches of 1,024, are reported in
+/// the order of the walk.
 #[test]
 fn a_restore_of_many_batches_reports_every_file_in_walk_order() {
     let t = TestRepo::new();
