@@ -1341,22 +1341,11 @@ fn a_restore_fits_a_low_limit_on_open_files() {
 
     let out = tempfile::tempdir().unwrap();
     let target = out.path().join("t");
-    let cli = common::larder(&t.repo_path(), &t.cache_path());
-    let mut c = std::process::Command::new("sh");
-    c.arg("-c")
-        .arg("ulimit -n 256 && exec \"$@\"")
-        .arg("sh")
-        .arg(cli.get_program())
-        .args(["restore", &format!("{}:{}", id.to_hex(), path_str(&src))])
+    let mut cli = common::larder(&t.repo_path(), &t.cache_path());
+    cli.args(["restore", &format!("{}:{}", id.to_hex(), path_str(&src))])
         .arg("--target")
         .arg(&target);
-    for (k, v) in cli.get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
-    let (code, stdout, err) = run(c);
+    let (code, stdout, err) = run(under_ulimit("-n 256", &cli));
     assert_eq!(code, 0, "{stdout}{err}");
     let files: Vec<String> = list_rel(&target)
         .into_iter()

@@ -93,19 +93,7 @@ impl Outcome {
 /// Runs `base` (a `larder` command) under the deadline and the address-space
 /// cap, and says how it ended.
 fn run_bounded(base: &Command) -> Outcome {
-    let mut c = Command::new("/bin/sh");
-    c.arg("-c")
-        .arg(format!(
-            "ulimit -v {ADDRESS_SPACE_KIB} && exec \"$0\" \"$@\""
-        ))
-        .arg(base.get_program())
-        .args(base.get_args());
-    for (k, v) in base.get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
+    let mut c = crate::support::under_ulimit(&format!("-v {ADDRESS_SPACE_KIB}"), base);
     // Few malloc arenas, so the cap measures data, not reserved arenas.
     c.env("MALLOC_ARENA_MAX", "2")
         .stdin(Stdio::null())

@@ -415,12 +415,7 @@ fn prune_and_copy_progress_only_on_a_terminal_without_q() {
     let on_tty = |args: &str| {
         let env = larder(&repo, &cache);
         let mut s = std::process::Command::new("script");
-        for (k, v) in env.get_envs() {
-            match v {
-                Some(v) => s.env(k, v),
-                None => s.env_remove(k),
-            };
-        }
+        crate::support::env_of(&mut s, &env);
         let cmd = format!("'{}' {args}", bin.display());
         s.env("LARDER_FROM_PASSWORD", PASS)
             .args(["-q", "-e", "-c", &cmd, "/dev/null"]);

@@ -338,13 +338,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
         .arg(answers.join("\n"))
         .arg(common::larder_bin())
         .args(args);
-    let env = common::larder(repo, cache);
-    for (k, v) in env.get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
+    env_of(&mut c, &common::larder(repo, cache));
     c.env_remove("LARDER_PASSWORD");
     let out = c.stdin(Stdio::null()).output().unwrap();
     (

@@ -250,6 +250,30 @@ pub fn new_blobs(repo: &Repository, before: &HashSet<Id>) -> (usize, usize) {
 }
 
 /// Runs a command; returns (exit code, stdout, stderr).
+/// Gives `c` the environment changes of `base` (a [`common::larder`]
+/// command: repository, password, cache), for a command that runs larder
+/// through another program.
+pub fn env_of(c: &mut Command, base: &Command) {
+    for (k, v) in base.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+}
+
+/// `base` (a larder command) run by `sh` after `ulimit ULIMIT` (for
+/// example `-n 256`, which sets the soft and hard limits).
+pub fn under_ulimit(ulimit: &str, base: &Command) -> Command {
+    let mut c = Command::new("/bin/sh");
+    c.arg("-c")
+        .arg(format!("ulimit {ulimit} && exec \"$0\" \"$@\""))
+        .arg(base.get_program())
+        .args(base.get_args());
+    env_of(&mut c, base);
+    c
+}
+
 pub fn run(mut c: Command) -> (i32, String, String) {
     let out = c.stdin(Stdio::null()).output().unwrap();
     (
