@@ -15,29 +15,31 @@ impl Repository {
     /// segment, so their blobs are reused instead of stored again. Packs a
     /// deletion plan lists are left alone.
     pub fn index_orphan_packs(&self) -> Result<usize> {
-        let listed = self.backend.list(Kind::Pack)?;
-        let known: HashSet<Id> = self
-            .index()?
-            .packs()?
+        // Each listed pack is looked up in the index (in ID order), rather
+        // than the index's packs all loaded to compare against: memory and
+        // time stay flat however many packs the repository holds.
+        let mut listed: Vec<(Id, u64)> = self
+            .backend
+            .list(Kind::Pack)?
             .into_iter()
-            .map(|(id, _)| id)
+            .filter_map(|e| Id::from_hex(&e.name).ok().map(|id| (id, e.size)))
             .collect();
+        listed.sort_unstable();
+        let ids: Vec<Id> = listed.iter().map(|(id, _)| *id).collect();
+        let unlisted = self.index()?.packs_not_listed(&ids)?;
+        drop(ids);
         let mut seg = IndexSegment::default();
-        for e in listed {
-            let Ok(id) = Id::from_hex(&e.name) else {
+        for i in unlisted {
+            let Some(&(id, size)) = listed.get(i) else {
                 continue;
             };
             // A pack a deletion plan lists is on its way out: prune
             // unlisted it on purpose, and it must stay unlisted.
-            if known.contains(&id) || self.index()?.is_marked(&id)? {
+            if self.index()?.is_marked(&id)? {
                 continue;
             }
-            match self.read_pack_header(&id, e.size) {
-                Ok(blobs) => seg.packs.push(IndexPack {
-                    id,
-                    size: e.size,
-                    blobs,
-                }),
+            match self.read_pack_header(&id, size) {
+                Ok(blobs) => seg.packs.push(IndexPack { id, size, blobs }),
                 // A damaged orphan is reported by `check`; skip it here.
                 Err(Error::Corrupt { .. }) => continue,
                 Err(err) => return Err(err),

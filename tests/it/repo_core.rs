@@ -285,6 +285,52 @@ fn orphan_packs_are_indexed_not_stored_again() {
     assert_eq!(t.backend().list(Kind::Pack).unwrap().len(), packs_before);
 }
 
+/// A client's first backup after another run lost its segment indexes
+/// that run's packs and only those: the packs a segment lists are looked
+/// up in the index one by one, not loaded from it, and must not be
+/// indexed again.
+#[test]
+fn only_packs_no_segment_lists_are_indexed_as_orphans() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    write_blobs(&repo, 6, 100_000);
+    let kept: std::collections::HashSet<String> = t
+        .backend()
+        .list(Kind::Index)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    let packs_kept = t.backend().list(Kind::Pack).unwrap().len();
+    // A second run, killed after its packs but before its segment.
+    let mut p = larder::packer::Packer::new(&repo).unwrap();
+    for i in 100..106u64 {
+        let mut data = vec![0u8; 100_000];
+        blake3::Hasher::new()
+            .update(&i.to_le_bytes())
+            .finalize_xof()
+            .fill(&mut data);
+        assert!(p.add(BlobType::Data, &data).unwrap().1);
+    }
+    p.finish().unwrap();
+    for e in t.backend().list(Kind::Index).unwrap() {
+        if !kept.contains(&e.name) {
+            t.backend().delete(Kind::Index, &e.name).unwrap();
+        }
+    }
+    drop(repo);
+    let repo = t.open().unwrap();
+    let orphans = t.backend().list(Kind::Pack).unwrap().len() - packs_kept;
+    assert!(orphans > 0 && packs_kept > 0);
+    assert_eq!(repo.index_orphan_packs().unwrap(), orphans);
+    assert_eq!(repo.index_orphan_packs().unwrap(), 0, "indexed twice");
+    assert_eq!(
+        t.backend().list(Kind::Index).unwrap().len(),
+        kept.len() + 1,
+        "one new segment for the orphans"
+    );
+}
+
 /// Runs `larder check` and returns (exit code, stderr).
 fn cli_check(t: &TestRepo, read_data: bool) -> (i32, String) {
     let mut c = larder(&t.repo_path(), &t.cache_path());
