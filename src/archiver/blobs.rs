@@ -3,11 +3,14 @@
 //! index, and only new ones go on to the storing stage, in batches of about
 //! 1 MiB so the channel is touched once per batch rather than once per small
 //! file. The reading workers share one sink ([`SharedSink`]): each hashes
-//! its chunks on its own thread and holds the lock only to check and queue
-//! the ID. The checks go to the index cache on a connection of their own
-//! ([`ReadView`]), many to a read transaction. A new chunk of a small
-//! file is then sealed by the worker that read it, outside the lock
-//! ([`Put::put`]); see [`super::store`].
+//! its chunks on its own thread and holds the lock only to check the IDs
+//! this run sent and to queue a new one. The index is asked outside that
+//! lock, on a connection of the asking thread's own ([`Views`], each a
+//! [`ReadView`] with many checks to a read transaction): with a large
+//! index a check reads pages from disk or the page cache, and the workers
+//! would otherwise take turns. A new chunk of a small file is then sealed
+//! by the worker that read it, outside the lock ([`Put::put`]); see
+//! [`super::store`].
 
 use super::store::{Put, StoreItem};
 use crate::error::{Error, Result};
@@ -17,6 +20,7 @@ use crate::pack::BlobType;
 use crate::repository::Repository;
 use crossbeam_channel::Sender;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// A batch of new blobs goes to the store once it holds this many bytes
@@ -26,6 +30,12 @@ const BATCH_ITEMS: usize = 64;
 
 /// Blobs remembered as sent before the set is pruned against the index.
 const INFLIGHT_LIMIT: usize = 100_000;
+
+/// Page cache of each dedup view, KiB. Two or three threads ask at once,
+/// together holding what one view of 4 MiB did: a check in a large index
+/// misses the cache at its leaves however large it is, and the interior
+/// pages every check passes through fit.
+const VIEW_CACHE_KIB: u32 = 2048;
 
 /// Where the walk hands its chunks and trees.
 pub(super) struct BlobSink<'r> {
@@ -37,9 +47,6 @@ pub(super) struct BlobSink<'r> {
     batch_bytes: usize,
     /// New blobs sent to the store during this run.
     inflight: HashSet<Id>,
-    /// The index cache, as this run's dedup checks see it (opened at the
-    /// first check: an unchanged re-backup may make none).
-    reader: Option<ReadView>,
     /// Plaintext bytes of the new blobs.
     pub(super) added_plain: u64,
 }
@@ -53,24 +60,32 @@ impl<'r> BlobSink<'r> {
             batch: Vec::new(),
             batch_bytes: 0,
             inflight: HashSet::new(),
-            reader: None,
             added_plain: 0,
         }
     }
 
-    /// Stores blob `id` (the ID of `data`) unless it is known. With
-    /// `inline`, or while the sealing workers' queue is full, a new blob is
-    /// only claimed: the caller must seal it ([`Put::put`]); returns
-    /// whether it was.
-    fn add(&mut self, ty: BlobType, id: Id, data: &[u8], inline: bool) -> Result<bool> {
-        if self.inflight.contains(&id) || self.indexed(&id)? {
-            return Ok(false);
+    /// Stores blob `id` (the ID of `data`, which the caller found not in
+    /// the index) unless this run sent it already. With `inline`, or while
+    /// the sealing workers' queue is full, a new blob is only claimed: the
+    /// caller must seal it ([`Put::put`]). Returns whether it was claimed,
+    /// and whether sent blobs were forgotten (as indexed) meanwhile.
+    fn add(&mut self, ty: BlobType, id: Id, data: &[u8], inline: bool) -> Result<(bool, bool)> {
+        if self.inflight.contains(&id) {
+            return Ok((false, false));
         }
         self.inflight.insert(id);
         self.added_plain += data.len() as u64;
-        if self.inflight.len() > INFLIGHT_LIMIT {
+        let forgot = self.inflight.len() > INFLIGHT_LIMIT;
+        if forgot {
             self.forget_indexed()?;
         }
+        let claimed = self.queue(ty, id, data, inline)?;
+        Ok((claimed, forgot))
+    }
+
+    /// Queues new blob `id` for the store, or claims it for the caller to
+    /// seal (see [`BlobSink::add`]).
+    fn queue(&mut self, ty: BlobType, id: Id, data: &[u8], inline: bool) -> Result<bool> {
         let Some(tx) = &self.store else {
             return Ok(false);
         };
@@ -97,11 +112,6 @@ impl<'r> BlobSink<'r> {
     /// this run, or in the index (asked once for all of them, in one read
     /// transaction).
     fn all_known_each(&mut self, lists: &[&[Id]]) -> Result<Vec<bool>> {
-        // A walk through unchanged directories asks the reader nothing:
-        // its view, if old, is ended here rather than left open.
-        if let Some(r) = &mut self.reader {
-            r.expire()?;
-        }
         let ask: HashSet<Id> = lists
             .iter()
             .flat_map(|l| l.iter())
@@ -120,7 +130,8 @@ impl<'r> BlobSink<'r> {
     }
 
     /// Forgets the sent blobs that have reached the index since: keeps
-    /// memory flat however much a run stores.
+    /// memory flat however much a run stores. The dedup views must be
+    /// renewed before they answer again ([`Views::renew_all`]).
     fn forget_indexed(&mut self) -> Result<()> {
         let index = self.repo.index()?;
         let mut keep = HashSet::new();
@@ -131,21 +142,7 @@ impl<'r> BlobSink<'r> {
         }
         drop(index);
         self.inflight = keep;
-        // The blobs just forgotten are in the index: the next check must
-        // see it as it is now.
-        match &mut self.reader {
-            Some(r) => r.renew(),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether the index holds blob `id` (see [`ReadView::contains`]).
-    fn indexed(&mut self, id: &Id) -> Result<bool> {
-        let reader = match &mut self.reader {
-            Some(r) => r,
-            None => self.reader.insert(self.repo.index()?.read_view()?),
-        };
-        reader.contains(id)
+        Ok(())
     }
 
     /// Hands the pending blobs to the store.
@@ -185,10 +182,66 @@ fn id_of(repo: &Repository, zero_ids: &mut HashMap<usize, Id>, ty: BlobType, dat
         .or_insert_with(|| repo.keys().blob_id(data))
 }
 
+/// The index cache as this run's dedup checks see it: one [`ReadView`]
+/// per thread asking at once, opened at the first check that finds none
+/// free (an unchanged re-backup may make none), and kept for the run.
+#[derive(Default)]
+pub(super) struct Views {
+    idle: Mutex<Vec<(ReadView, u64)>>,
+    /// Raised when this run's sent blobs were forgotten as indexed: a view
+    /// begun before must be renewed before it answers (it could miss
+    /// them, and they would be stored again).
+    generation: AtomicU64,
+}
+
+impl Views {
+    fn idle(&self) -> Result<MutexGuard<'_, Vec<(ReadView, u64)>>> {
+        self.idle
+            .lock()
+            .map_err(|_| Error::internal("the dedup views lock is poisoned"))
+    }
+
+    /// Whether the index holds blob `id` (see [`ReadView::contains`]),
+    /// asked on a view no other thread is using.
+    fn contains(&self, repo: &Repository, id: &Id) -> Result<bool> {
+        let generation = self.generation.load(Ordering::Acquire);
+        let taken = self.idle()?.pop();
+        let (mut view, seen) = match taken {
+            Some(v) => v,
+            None => (
+                repo.index()?.read_view_with_cache(VIEW_CACHE_KIB)?,
+                generation,
+            ),
+        };
+        if seen != generation {
+            view.renew()?;
+        }
+        let found = view.contains(id);
+        self.idle()?.push((view, generation));
+        found
+    }
+
+    /// Marks every view as to be renewed before its next answer.
+    fn renew_all(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Ends the read transactions of idle views that are old (see
+    /// [`ReadView::expire`]): a walk through unchanged directories asks
+    /// them nothing, and they must not hold the WAL back meanwhile.
+    fn expire_idle(&self) -> Result<()> {
+        for (v, _) in self.idle()?.iter_mut() {
+            v.expire()?;
+        }
+        Ok(())
+    }
+}
+
 /// One sink shared by the walk and the reading workers.
 pub(super) struct SharedSink<'r> {
     repo: &'r Repository,
     sink: Mutex<BlobSink<'r>>,
+    views: Views,
     /// Where new blobs claimed for sealing in place go (None in a dry run).
     store: Option<&'r dyn Put>,
 }
@@ -202,6 +255,7 @@ impl<'r> SharedSink<'r> {
         SharedSink {
             repo: sink.repo,
             sink: Mutex::new(sink),
+            views: Views::default(),
             store,
         }
     }
@@ -213,9 +267,11 @@ impl<'r> SharedSink<'r> {
     }
 
     /// Stores one blob unless it is known; returns its ID. The hash is
-    /// computed before the lock is taken. With `inline`, a new blob is
-    /// sealed and packed on this thread, after the lock is released;
-    /// without, it is copied to the sealing workers.
+    /// computed before the lock is taken, and the index asked outside it
+    /// (after the blobs this run sent: a blob forgotten from those is in
+    /// the index by then, and the views are renewed to see it). With
+    /// `inline`, a new blob is sealed and packed on this thread, after the
+    /// lock is released; without, it is copied to the sealing workers.
     pub(super) fn store(
         &self,
         zeros: &mut ZeroIds,
@@ -224,7 +280,19 @@ impl<'r> SharedSink<'r> {
         inline: bool,
     ) -> Result<Id> {
         let id = id_of(self.repo, &mut zeros.0, ty, data);
-        let claimed = self.lock()?.add(ty, id, data, inline)?;
+        if self.lock()?.inflight.contains(&id) || self.views.contains(self.repo, &id)? {
+            return Ok(id);
+        }
+        let claimed = {
+            let mut sink = self.lock()?;
+            let (claimed, forgot) = sink.add(ty, id, data, inline)?;
+            if forgot {
+                // Before the lock is released: a thread that then finds a
+                // forgotten blob not sent also finds its view stale.
+                self.views.renew_all();
+            }
+            claimed
+        };
         if let (true, Some(store)) = (claimed, self.store) {
             store.put(ty, id, data)?;
         }
@@ -237,8 +305,11 @@ impl<'r> SharedSink<'r> {
         Ok(self.all_known_each(&[ids])?.iter().all(|&k| k))
     }
 
-    /// See [`BlobSink::all_known_each`].
+    /// See [`BlobSink::all_known_each`]. The walk asks this at each
+    /// directory it compares with its parent, so idle dedup views that
+    /// are old end here.
     pub(super) fn all_known_each(&self, lists: &[&[Id]]) -> Result<Vec<bool>> {
+        self.views.expire_idle()?;
         self.lock()?.all_known_each(lists)
     }
 
@@ -250,5 +321,64 @@ impl<'r> SharedSink<'r> {
     /// Plaintext bytes of the new blobs so far.
     pub(super) fn added_plain(&self) -> Result<u64> {
         Ok(self.lock()?.added_plain)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::LocalBackend;
+    use crate::chunker::ChunkerParams;
+    use crate::index::reader::RENEW;
+    use crate::keys::{MIN_WORK_FACTOR, NewKey};
+    use crate::packer::Packer;
+    use crate::repository::InitOptions;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    fn repo(d: &std::path::Path) -> Repository {
+        let opts = InitOptions {
+            chunker: ChunkerParams {
+                min: 4096,
+                avg: 16384,
+                max: 65536,
+                level: 1,
+            },
+            compression_level: 0,
+            pack_size: 1 << 18,
+        };
+        let key = NewKey::Passphrase {
+            pass: "pw".to_string().into(),
+            work_factor: MIN_WORK_FACTOR,
+        };
+        let backend = Arc::new(LocalBackend::new(d.join("repo")));
+        Repository::init(backend, &key, &opts, &d.join("cache")).unwrap()
+    }
+
+    /// A dedup view answers from its read transaction: a blob indexed
+    /// after the view began is found once [`Views::renew_all`] has been
+    /// called (as after this run's sent blobs were forgotten as indexed),
+    /// and missed before that while the view is younger than [`RENEW`].
+    #[test]
+    fn dedup_views_see_what_was_indexed_since_after_renew_all() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = repo(d.path());
+        let views = Views::default();
+        let data = b"a blob that is not in the index yet".repeat(50);
+        let id = repo.keys().blob_id(&data);
+        let began = Instant::now();
+        assert!(!views.contains(&repo, &id).unwrap());
+        let mut p = Packer::new(&repo).unwrap();
+        assert!(p.add(BlobType::Data, &data).unwrap().1);
+        p.finish().unwrap();
+        assert!(repo.index().unwrap().contains(&id).unwrap());
+        let stale = views.contains(&repo, &id).unwrap();
+        if began.elapsed() < RENEW {
+            assert!(!stale, "the view answered from a new transaction");
+        }
+        views.renew_all();
+        assert!(views.contains(&repo, &id).unwrap());
+        // One view served every question, one thread at a time.
+        assert_eq!(views.idle().unwrap().len(), 1);
     }
 }

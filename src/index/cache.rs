@@ -271,9 +271,16 @@ impl Index {
     }
 
     /// Another connection to this cache for a backup's questions, many to
-    /// a read transaction (see [`super::ReadView`]).
+    /// a read transaction (see [`super::ReadView`]), with a page cache of
+    /// up to 4 MiB (as the cache's own connection).
     pub fn read_view(&self) -> Result<super::ReadView> {
-        super::ReadView::open(&self.path)
+        self.read_view_with_cache(4096)
+    }
+
+    /// [`Index::read_view`] with a page cache of up to `cache_kib` KiB: a
+    /// backup's dedup checks use one such view per thread asking.
+    pub fn read_view_with_cache(&self, cache_kib: u32) -> Result<super::ReadView> {
+        super::ReadView::open(&self.path, cache_kib)
     }
 
     /// The database file (another connection may attach it read-only, as

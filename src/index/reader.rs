@@ -20,9 +20,9 @@
 //! were indexed before the backup began, so a view of any age finds them.
 //! While a view is open the WAL cannot be checkpointed past it, so a view
 //! older than [`RENEW`] is also ended when the backup stops asking: the
-//! walk calls [`ReadView::expire`] on the dedup view at each directory it
-//! compares with its parent, and ends its own view ([`ReadView::renew`])
-//! whenever it waits for a file.
+//! walk calls [`ReadView::expire`] on the idle dedup views (one per thread
+//! that checks at once) at each directory it compares with its parent, and
+//! ends its own view ([`ReadView::renew`]) whenever it waits for a file.
 
 use super::BlobLocation;
 use super::cache::{BUSY_TIMEOUT, contains_on, lookup_on, tree_checked_on};
@@ -49,8 +49,9 @@ pub struct ReadView {
 
 impl ReadView {
     /// Opens another connection to the cache database at `path` (the
-    /// schema is already there: the cache's own connection made it).
-    pub(super) fn open(path: &Path) -> Result<ReadView> {
+    /// schema is already there: the cache's own connection made it), with
+    /// a page cache of up to `cache_kib` KiB.
+    pub(super) fn open(path: &Path, cache_kib: u32) -> Result<ReadView> {
         let sq = |e| Error::sqlite(path, e);
         let conn = Connection::open_with_flags(
             path,
@@ -58,8 +59,10 @@ impl ReadView {
         )
         .map_err(sq)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sq)?;
-        conn.execute_batch("PRAGMA query_only = 1; PRAGMA cache_size = -4096;")
-            .map_err(sq)?;
+        conn.execute_batch(&format!(
+            "PRAGMA query_only = 1; PRAGMA cache_size = -{cache_kib};"
+        ))
+        .map_err(sq)?;
         Ok(ReadView {
             conn,
             path: path.to_path_buf(),
