@@ -596,7 +596,9 @@ rm -rf "$ST"
 python3 scripts/bench_data.py corpus "$ST" $((4 << 20)) /usr/share/doc > "$T/snaps.json"
 meta snaps_tree "$(jget "'%d files, %.1f MiB of /usr/share/doc' % (d['files'], d['bytes'] / 1048576)" < "$T/snaps.json")"
 meta snaps_many "$MANY_SNAPS"
-FIND_NAME=$(find "$ST" -type f -size +1k | sort | head -1 | xargs basename)
+# awk reads to the end: `head -1` would leave sort writing into a closed
+# pipe, and under pipefail its SIGPIPE ended the script (62 of 200 tries).
+FIND_NAME=$(find "$ST" -type f -size +1k | sort | awk 'NR == 1' | xargs basename)
 meta snaps_find "$FIND_NAME"
 "$AGE_KEYGEN" "$W/identity.txt" > "$T/recipient"
 chmod 600 "$W/identity.txt"
