@@ -327,33 +327,10 @@ impl<'r> SharedSink<'r> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::LocalBackend;
-    use crate::chunker::ChunkerParams;
     use crate::index::reader::RENEW;
-    use crate::keys::{MIN_WORK_FACTOR, NewKey};
     use crate::packer::Packer;
-    use crate::repository::InitOptions;
-    use std::sync::Arc;
+    use crate::repository::test_repository;
     use std::time::Instant;
-
-    fn repo(d: &std::path::Path) -> Repository {
-        let opts = InitOptions {
-            chunker: ChunkerParams {
-                min: 4096,
-                avg: 16384,
-                max: 65536,
-                level: 1,
-            },
-            compression_level: 0,
-            pack_size: 1 << 18,
-        };
-        let key = NewKey::Passphrase {
-            pass: "pw".to_string().into(),
-            work_factor: MIN_WORK_FACTOR,
-        };
-        let backend = Arc::new(LocalBackend::new(d.join("repo")));
-        Repository::init(backend, &key, &opts, &d.join("cache")).unwrap()
-    }
 
     /// A dedup view answers from its read transaction: a blob indexed
     /// after the view began is found once [`Views::renew_all`] has been
@@ -362,7 +339,7 @@ mod tests {
     #[test]
     fn dedup_views_see_what_was_indexed_since_after_renew_all() {
         let d = tempfile::tempdir().unwrap();
-        let repo = repo(d.path());
+        let repo = test_repository(d.path());
         let views = Views::default();
         let data = b"a blob that is not in the index yet".repeat(50);
         let id = repo.keys().blob_id(&data);

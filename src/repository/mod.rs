@@ -576,3 +576,29 @@ fn storage_refuses_writes(e: &Error) -> bool {
             | std::io::ErrorKind::PermissionDenied
     )
 }
+
+/// A repository for the library's own tests, in `dir/repo` with its cache
+/// in `dir/cache`: small chunks (4–64 KiB) and packs (256 KiB), data blobs
+/// stored uncompressed, and a passphrase key of the lowest work factor.
+#[cfg(test)]
+pub(crate) fn test_repository(dir: &std::path::Path) -> Repository {
+    use crate::backend::LocalBackend;
+    use crate::chunker::ChunkerParams;
+    use crate::keys::{MIN_WORK_FACTOR, NewKey};
+    let opts = InitOptions {
+        chunker: ChunkerParams {
+            min: 4096,
+            avg: 16384,
+            max: 65536,
+            level: 1,
+        },
+        compression_level: 0,
+        pack_size: 1 << 18,
+    };
+    let key = NewKey::Passphrase {
+        pass: "pw".to_string().into(),
+        work_factor: MIN_WORK_FACTOR,
+    };
+    let backend = Arc::new(LocalBackend::new(dir.join("repo")));
+    Repository::init(backend, &key, &opts, &dir.join("cache")).unwrap()
+}

@@ -305,11 +305,7 @@ fn only_packs_no_segment_lists_are_indexed_as_orphans() {
     // A second run, killed after its packs but before its segment.
     let mut p = larder::packer::Packer::new(&repo).unwrap();
     for i in 100..106u64 {
-        let mut data = vec![0u8; 100_000];
-        blake3::Hasher::new()
-            .update(&i.to_le_bytes())
-            .finalize_xof()
-            .fill(&mut data);
+        let data = crate::support::rand_bytes(i, 100_000);
         assert!(p.add(BlobType::Data, &data).unwrap().1);
     }
     p.finish().unwrap();

@@ -439,29 +439,9 @@ mod tests {
     /// (nothing deleted yet). Returns the forgotten snapshot, to be saved
     /// again by a test that needs it.
     fn pruned_but_not_swept(d: &std::path::Path) -> (Repository, crate::snapshot::Snapshot) {
-        use crate::backend::LocalBackend;
-        use crate::chunker::ChunkerParams;
-        use crate::keys::{MIN_WORK_FACTOR, NewKey};
         use crate::maintenance::forget::{ForgetOptions, forget};
-        use crate::repository::InitOptions;
-        use std::sync::Arc;
 
-        let opts = InitOptions {
-            chunker: ChunkerParams {
-                min: 4096,
-                avg: 16384,
-                max: 65536,
-                level: 1,
-            },
-            compression_level: 0,
-            pack_size: 1 << 18,
-        };
-        let key = NewKey::Passphrase {
-            pass: "pw".to_string().into(),
-            work_factor: MIN_WORK_FACTOR,
-        };
-        let backend = Arc::new(LocalBackend::new(d.join("repo")));
-        let repo = Repository::init(backend, &key, &opts, &d.join("cache")).unwrap();
+        let repo = crate::repository::test_repository(d);
         let src = d.join("src");
         std::fs::create_dir(&src).unwrap();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
