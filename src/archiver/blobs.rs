@@ -280,7 +280,10 @@ impl<'r> SharedSink<'r> {
         inline: bool,
     ) -> Result<Id> {
         let id = id_of(self.repo, &mut zeros.0, ty, data);
-        if self.lock()?.inflight.contains(&id) || self.views.contains(self.repo, &id)? {
+        // The sink's lock is released at the end of this statement, before
+        // the index is asked.
+        let sent = self.lock()?.inflight.contains(&id);
+        if sent || self.views.contains(self.repo, &id)? {
             return Ok(id);
         }
         let claimed = {

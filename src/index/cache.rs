@@ -739,11 +739,12 @@ impl Index {
     }
 
     /// The positions in `packs` of those that no segment in the cache
-    /// lists, in order, asked in one read transaction. Each question reads only the
-    /// index of pack IDs, never a pack's row, and nothing of the index is
-    /// held in memory: a client's first backup into a repository of
-    /// 150 k packs (10 million blobs) asks this about every pack in it.
-    /// Given `packs` sorted, the ID index is read once, in its order.
+    /// lists, in order, asked in one read transaction. Each question reads
+    /// only the index of pack IDs (a covering index: no pack's row is
+    /// read), and nothing of the index is held in memory: a client's first
+    /// backup into a repository of 150 k packs (10 million blobs) asks
+    /// this about every pack in it. Given `packs` sorted, the ID index is
+    /// read once, in its order.
     pub fn packs_not_listed(&self, packs: &[Id]) -> Result<Vec<usize>> {
         let mut out = Vec::new();
         if packs.is_empty() {
@@ -1269,7 +1270,6 @@ mod tests {
         assert_eq!(got.pack, id("pack", 40));
     }
 
-    /// Blobs 0..32 in packs 0..4, eight to a pack, 100 bytes apart.
     /// Only the packs no segment lists are named, by their positions in
     /// the question.
     #[test]
@@ -1292,6 +1292,7 @@ mod tests {
         idx.end_read().unwrap();
     }
 
+    /// Blobs 0..32 in packs 0..4, eight to a pack, 100 bytes apart.
     fn four_pack_segment() -> IndexSegment {
         let mut seg = IndexSegment::default();
         for p in 0..4u64 {
