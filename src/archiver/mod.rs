@@ -26,6 +26,7 @@ pub use exclude::{Excluder, with_exclude_files};
 pub use parent::same_file;
 mod file;
 mod parent;
+mod queue;
 mod readers;
 mod root;
 mod runmark;

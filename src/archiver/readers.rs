@@ -9,16 +9,23 @@
 
 use super::blobs::{SharedSink, ZeroIds};
 use super::file::{ReadOutcome, ReaderState, read_file};
+use super::queue::{Sending, queue};
 use crate::chunker::Chunker;
 use crate::error::Result;
 use crate::progress::Progress;
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::Sender;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Scope;
 
 /// Files queued for the workers beyond those being read.
 const JOB_QUEUE: usize = 64;
+/// A walk that finds the queue full waits until the workers have taken it
+/// down to this many (see [`super::queue`]).
+const LOW_WATER: usize = JOB_QUEUE / 2;
+
+/// The walk's end of the job queue.
+pub(super) type Jobs = Sending<ReadJob>;
 
 /// One file to read, opened by the walk.
 pub(super) struct ReadJob {
@@ -47,17 +54,17 @@ pub(super) fn spawn<'scope, 'env, 'r: 'env>(
     chunker: &Chunker,
     progress: &'env dyn Progress,
     failed: &'env AtomicBool,
-) -> Sender<ReadJob> {
-    let (tx, rx) = bounded::<ReadJob>(JOB_QUEUE);
+) -> Jobs {
+    let (tx, rx) = queue::<ReadJob>(JOB_QUEUE, LOW_WATER);
     for _ in 0..worker_count() {
-        let rx: Receiver<ReadJob> = rx.clone();
+        let rx = rx.clone();
         let mut st = ReaderState {
             chunker: chunker.clone(),
             buf: Vec::new(),
             zeros: ZeroIds::default(),
         };
         scope.spawn(move || {
-            for job in rx {
+            while let Some(job) = rx.recv() {
                 if failed.load(Ordering::Relaxed) {
                     continue;
                 }

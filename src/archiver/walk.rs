@@ -19,7 +19,6 @@ use crate::pack::BlobType;
 use crate::progress::Progress;
 use crate::snapshot::Summary;
 use crate::tree::{Node, NodeKind, Tree};
-use crossbeam_channel::Sender;
 use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -99,7 +98,7 @@ pub(super) struct Archiver<'r, 'p> {
     /// The tree of the directory finished last (the root of a walk).
     pub(super) last_tree: Option<Tree>,
     /// Where files to read go (the reading workers).
-    pub(super) jobs: Sender<ReadJob>,
+    pub(super) jobs: super::readers::Jobs,
     /// The walk's entries waiting to be put together in order.
     pub(super) assembly: Assembly,
     /// For storing trees (never all zeros, so this stays empty).
