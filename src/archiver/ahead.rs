@@ -8,9 +8,19 @@
 //! is never queued behind the others. The walk still decides what to enter and
 //! what to leave out; a listing it never takes is dropped. Outstanding
 //! requests are bounded by that window times the depth of the walk.
+//!
+//! When the parent snapshot has the directory, the walk names its old tree
+//! too, and the pool loads that (looked up on an index view of the
+//! thread's own, read, opened and decoded) with the listing: the walk,
+//! which is the one thread an incremental backup waits for, then finds it
+//! ready instead of loading it between two directories.
 
 use super::exclude::DirRules;
+use crate::id::Id;
+use crate::index::ReadView;
 use crate::localfs::{self, Anchor, stat::Stat};
+use crate::repository::Repository;
+use crate::tree::Tree;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::collections::BinaryHeap;
 use std::ffi::OsString;
@@ -21,6 +31,9 @@ use std::thread::Scope;
 
 /// Subdirectories of one directory asked for ahead of the walk.
 pub(super) const WINDOW: usize = 8;
+/// Page cache of a listing thread's view of the index, in KiB (it only
+/// looks up tree blobs, one per directory).
+const VIEW_CACHE_KIB: u32 = 1024;
 
 /// One entry of a listing: its name, and its path for the kernel with its
 /// metadata (or why they could not be had).
@@ -37,6 +50,10 @@ pub(super) struct Listing {
     pub(super) entries: Vec<Entry>,
     /// The directory is excluded by what it contains ([`DirRules`]).
     pub(super) excluded: bool,
+    /// The parent snapshot's tree of the directory, with its ID, when the
+    /// walk named it and it could be loaded (else the walk loads it, and
+    /// reports why it cannot).
+    pub(super) old_tree: Option<(Id, Arc<Tree>)>,
 }
 
 /// Lists directory `fs_path`, applies `rules` to it (from the names it
@@ -51,6 +68,7 @@ pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listi
             anchor: None,
             entries: Vec::new(),
             excluded,
+            old_tree: None,
         });
     }
     let mut anchor: Anchor = None;
@@ -67,6 +85,7 @@ pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listi
         anchor,
         entries,
         excluded,
+        old_tree: None,
     })
 }
 
@@ -84,6 +103,8 @@ struct Request {
     /// The directory's path in the snapshot: the walk's order.
     path: PathBuf,
     fs_path: PathBuf,
+    /// The parent snapshot's tree of the directory, to load with it.
+    tree: Option<Id>,
     reply: Sender<io::Result<Listing>>,
 }
 
@@ -128,25 +149,28 @@ pub(super) struct Ahead {
 }
 
 impl Ahead {
-    /// Starts `threads` listing threads inside `scope`, applying `rules`.
-    pub(super) fn spawn<'scope>(
-        scope: &'scope Scope<'scope, '_>,
+    /// Starts `threads` listing threads inside `scope`, applying `rules`;
+    /// with `repo`, they also load the old trees the walk names.
+    pub(super) fn spawn<'scope, 'env>(
+        scope: &'scope Scope<'scope, 'env>,
         threads: usize,
         rules: &DirRules,
+        repo: Option<&'env Repository>,
     ) -> Ahead {
         let shared: Shared = Arc::default();
         for _ in 0..threads {
             let shared = Arc::clone(&shared);
             let rules = rules.clone();
-            scope.spawn(move || serve(&shared, &rules));
+            scope.spawn(move || serve(&shared, &rules, repo));
         }
         Ahead { shared }
     }
 
-    /// Asks for the listing of directory `path`, read through `fs_path`.
-    /// Paths that depend on a descriptor of the asking walk
-    /// (`/proc/self/fd/…`) are listed by the walk itself: None.
-    pub(super) fn ask(&self, path: &Path, fs_path: &Path) -> Option<Pending> {
+    /// Asks for the listing of directory `path`, read through `fs_path`,
+    /// and for the parent snapshot's tree `tree` of it. Paths that depend
+    /// on a descriptor of the asking walk (`/proc/self/fd/…`) are listed by
+    /// the walk itself: None.
+    pub(super) fn ask(&self, path: &Path, fs_path: &Path, tree: Option<Id>) -> Option<Pending> {
         if fs_path.starts_with("/proc/self/fd") {
             return None;
         }
@@ -156,6 +180,7 @@ impl Ahead {
         q.waiting.push(Request {
             path: path.to_path_buf(),
             fs_path: fs_path.to_path_buf(),
+            tree,
             reply,
         });
         if q.idle > 0 {
@@ -176,10 +201,14 @@ impl Drop for Ahead {
     }
 }
 
-/// One listing thread: takes the first request in walk order, lists,
-/// answers.
-fn serve(shared: &Shared, rules: &DirRules) {
+/// One listing thread: takes the first request in walk order, loads the
+/// old tree named, lists, answers.
+fn serve(shared: &Shared, rules: &DirRules, repo: Option<&Repository>) {
     let (lock, cv) = &**shared;
+    let mut view: Option<ReadView> = None;
+    // The view's read transaction is open (ended before the thread sleeps:
+    // an idle reader would keep the cache's log from being checkpointed).
+    let mut reading = false;
     loop {
         let req = {
             let Ok(mut q) = lock.lock() else { return };
@@ -190,6 +219,18 @@ fn serve(shared: &Shared, rules: &DirRules) {
                 if let Some(r) = q.waiting.pop() {
                     break r;
                 }
+                if reading {
+                    drop(q);
+                    if let Some(v) = view.as_mut() {
+                        let _ = v.renew();
+                    }
+                    reading = false;
+                    q = match lock.lock() {
+                        Ok(q) => q,
+                        Err(_) => return,
+                    };
+                    continue;
+                }
                 q.idle += 1;
                 q = match cv.wait(q) {
                     Ok(q) => q,
@@ -198,9 +239,30 @@ fn serve(shared: &Shared, rules: &DirRules) {
                 q.idle -= 1;
             }
         };
+        let old_tree = match (repo, req.tree) {
+            (Some(repo), Some(id)) => {
+                reading = true;
+                load_tree(repo, &mut view, &id).map(|t| (id, t))
+            }
+            _ => None,
+        };
+        let listing = list(&req.fs_path, Some(rules)).map(|mut l| {
+            l.old_tree = old_tree;
+            l
+        });
         // The walk may have stopped waiting (it failed or skipped it).
-        let _ = req.reply.send(list(&req.fs_path, Some(rules)));
+        let _ = req.reply.send(listing);
     }
+}
+
+/// Tree `id` of the repository, looked up on `view` (opened at the first);
+/// None if it cannot be had (the walk then tries, and says why).
+fn load_tree(repo: &Repository, view: &mut Option<ReadView>, id: &Id) -> Option<Arc<Tree>> {
+    if view.is_none() {
+        *view = repo.index().ok()?.read_view_with_cache(VIEW_CACHE_KIB).ok();
+    }
+    let loc = view.as_mut()?.lookup(id).ok()??;
+    repo.load_tree_at(id, &loc).ok().map(Arc::new)
 }
 
 #[cfg(test)]
@@ -223,12 +285,12 @@ mod tests {
                 .collect()
         };
         std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 2, &DirRules::default());
+            let ahead = Ahead::spawn(s, 2, &DirRules::default(), None);
             let asked: Vec<_> = ["a", "b", "c", "missing"]
                 .iter()
                 .map(|d| {
                     let p = dir.path().join(d);
-                    (p.clone(), ahead.ask(&p, &p).unwrap())
+                    (p.clone(), ahead.ask(&p, &p, None).unwrap())
                 })
                 .collect();
             for (p, pending) in asked {
@@ -245,7 +307,36 @@ mod tests {
             }
             // A path through a descriptor is left to the walk.
             let fd = Path::new("/proc/self/fd/3/x");
-            assert!(ahead.ask(fd, fd).is_none());
+            assert!(ahead.ask(fd, fd, None).is_none());
+        });
+    }
+
+    /// With a repository, the pool loads the parent snapshot's tree the
+    /// walk names with a directory and hands it over with the listing; a
+    /// tree the repository does not have, or none named, gives the listing
+    /// alone.
+    #[test]
+    fn the_pool_loads_the_old_tree_named_with_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let (repo, root, src) = crate::archiver::parent::tests::two_dirs(d.path());
+        let a = src.join("a");
+        let mut pt = crate::archiver::parent::ParentTrees::new(&repo, Some(root));
+        let (a_id, a_tree) = pt.tree_with_id(&a).unwrap().unwrap();
+        let rules = DirRules::default();
+        std::thread::scope(|s| {
+            let ahead = Ahead::spawn(s, 1, &rules, Some(&repo));
+            let named = ahead.ask(&a, &a, Some(a_id)).unwrap();
+            let unknown = ahead.ask(&a, &a, Some(Id([7; 32]))).unwrap();
+            let none = ahead.ask(&a, &a, None).unwrap();
+            let got = named.take(&a, &rules).unwrap();
+            let (id, tree) = got.old_tree.expect("the named tree was not loaded");
+            assert_eq!((id, &*tree), (a_id, &*a_tree));
+            assert_eq!(got.entries.len(), 1);
+            for p in [unknown, none] {
+                let l = p.take(&a, &rules).unwrap();
+                assert!(l.old_tree.is_none());
+                assert_eq!(l.entries.len(), 1);
+            }
         });
     }
 
@@ -257,10 +348,10 @@ mod tests {
         // the last subdirectory of a batch first.
         let asked = ["/b", "/a/z", "/c", "/a", "/b/a", "/a/b/c", "/a/b", "/ab"];
         let served: Vec<PathBuf> = std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 0, &DirRules::default());
+            let ahead = Ahead::spawn(s, 0, &DirRules::default(), None);
             let _pending: Vec<_> = asked
                 .iter()
-                .map(|p| ahead.ask(Path::new(p), Path::new(p)))
+                .map(|p| ahead.ask(Path::new(p), Path::new(p), None))
                 .collect();
             let mut q = ahead.shared.0.lock().unwrap();
             std::iter::from_fn(|| q.waiting.pop().map(|r| r.path)).collect()

@@ -330,7 +330,12 @@ fn walk_with_readers<'r>(
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
         let jobs = readers::spawn(s, sink, chunker, progress, &failed);
-        let ahead = ahead::Ahead::spawn(s, readers::worker_count(), excluder.dir_rules());
+        let ahead = ahead::Ahead::spawn(
+            s,
+            readers::worker_count(),
+            excluder.dir_rules(),
+            parent.repo(),
+        );
         let mut a = Archiver {
             opts,
             blobs: sink,

@@ -71,6 +71,40 @@ impl<'r> ParentTrees<'r> {
         }
     }
 
+    /// The repository, when there is a parent snapshot to load trees of.
+    pub(super) fn repo(&self) -> Option<&'r Repository> {
+        self.root.map(|_| self.repo)
+    }
+
+    /// Takes `tree`, loaded ahead of the walk as the parent snapshot's tree
+    /// `id` of absolute directory `dir`, if that is the tree the parent has
+    /// there (else it is dropped, and [`ParentTrees::tree_of`] loads its
+    /// own). Offered as the walk enters `dir`, whose parent directory's
+    /// tree is held.
+    pub(super) fn offer(&mut self, dir: &Path, id: Id, tree: Arc<Tree>) -> Result<()> {
+        let (Some(up), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return Ok(());
+        };
+        let expected = self.tree_of(up)?.and_then(|t| {
+            t.find(name.as_bytes())
+                .filter(|n| n.kind == NodeKind::Dir)?
+                .subtree
+        });
+        if expected != Some(id) {
+            return Ok(());
+        }
+        let depth = components(dir).len();
+        if matches!(self.levels.get(depth), Some((p, _)) if p == dir) {
+            return Ok(());
+        }
+        self.levels.truncate(depth);
+        while self.levels.len() < depth {
+            self.levels.push((PathBuf::new(), None));
+        }
+        self.levels.push((dir.to_path_buf(), Some((id, tree))));
+        Ok(())
+    }
+
     /// The parent snapshot's tree of absolute directory `dir`.
     pub(super) fn tree_of(&mut self, dir: &Path) -> Result<Option<Arc<Tree>>> {
         Ok(self.tree_with_id(dir)?.map(|(_, t)| t))
@@ -171,5 +205,57 @@ impl<'r> ParentTrees<'r> {
             let at = tree.position(name.as_bytes())?;
             Some(OldNode { tree, at })
         }))
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::archiver::{BackupOptions, backup};
+    use crate::progress::NoProgress;
+    use crate::repository::test_repository;
+
+    /// A repository with one snapshot of `dir/src`, which holds
+    /// directories `a` and `b` with a file each: the repository, the
+    /// snapshot's root tree and `dir/src`.
+    pub(in crate::archiver) fn two_dirs(dir: &Path) -> (Repository, Id, PathBuf) {
+        let repo = test_repository(dir);
+        let src = dir.join("src");
+        for (d, f) in [("a", "x"), ("b", "y")] {
+            std::fs::create_dir_all(src.join(d)).unwrap();
+            std::fs::write(src.join(d).join(f), f.repeat(100)).unwrap();
+        }
+        let opts = BackupOptions {
+            paths: vec![src.clone()],
+            ..BackupOptions::default()
+        };
+        let snap = backup(&repo, &opts, &NoProgress).unwrap();
+        let snap = crate::snapshot::load(&repo, &snap.snapshot_id.unwrap().to_hex()).unwrap();
+        (repo, snap.tree, src)
+    }
+
+    /// A tree loaded ahead of the walk is taken for the directory whose
+    /// tree the parent snapshot names by that ID, as it is, and dropped
+    /// for any other, which then gets its own tree.
+    #[test]
+    fn an_offered_tree_is_taken_only_where_the_parent_has_it() {
+        let d = tempfile::tempdir().unwrap();
+        let (repo, root, src) = two_dirs(d.path());
+        let (a, b) = (src.join("a"), src.join("b"));
+        let mut loaded = ParentTrees::new(&repo, Some(root));
+        let (a_id, a_tree) = loaded.tree_with_id(&a).unwrap().unwrap();
+        let (b_id, _) = loaded.tree_with_id(&b).unwrap().unwrap();
+        assert_ne!(a_id, b_id);
+        let fake = Arc::new(Tree::default());
+
+        let mut pt = ParentTrees::new(&repo, Some(root));
+        pt.tree_of(&src).unwrap().unwrap();
+        pt.offer(&a, b_id, fake.clone()).unwrap();
+        assert_eq!(*pt.tree_of(&a).unwrap().unwrap(), *a_tree);
+        pt.offer(&b, b_id, fake.clone()).unwrap();
+        let got = pt.tree_with_id(&b).unwrap().unwrap();
+        assert_eq!(got.0, b_id);
+        assert!(Arc::ptr_eq(&got.1, &fake), "the offered tree was not taken");
+        assert!(pt.unreadable.is_empty());
     }
 }

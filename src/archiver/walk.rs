@@ -320,17 +320,20 @@ impl Archiver<'_, '_> {
             Via::Root => (true, false, None),
             Via::Entry { known, listing } => (false, known, listing),
         };
-        // Asked before waiting for the listing, which is likely still
-        // being made (wasted only for a directory that turns out excluded).
-        let known_here = self.known_in_parent(path)?;
         let rules = self.excluder.dir_rules();
-        let listing = match listing {
+        let mut listing = match listing {
             Some(p) => p.take(fs_path, rules),
             None => ahead::list(fs_path, (!root).then_some(rules)),
         };
         if !root && matches!(&listing, Ok(l) if l.excluded) {
             return Ok(());
         }
+        if let Ok(l) = &mut listing
+            && let Some((id, tree)) = l.old_tree.take()
+        {
+            self.parent.offer(path, id, tree)?;
+        }
+        let known_here = self.known_in_parent(path)?;
         self.push(Event::Open)?;
         match listing {
             Ok(listing) => {
@@ -340,12 +343,21 @@ impl Archiver<'_, '_> {
                     anchor, entries, ..
                 } = listing;
                 let steps = self.steps(path, entries, root_dev);
-                // The subdirectories to enter, asked for a window ahead.
+                // The subdirectories to enter, asked for a window ahead,
+                // each with the parent snapshot's tree of it.
+                let old_here = self.parent.tree_of(path)?;
+                let old_sub = |name: &std::ffi::OsStr| {
+                    old_here
+                        .as_ref()?
+                        .find(name.as_bytes())
+                        .filter(|n| n.kind == NodeKind::Dir)?
+                        .subtree
+                };
                 let dirs: Vec<&Step> = steps.iter().filter(|s| s.md.is_dir()).collect();
                 let mut asked: VecDeque<Option<Pending>> = dirs
                     .iter()
                     .take(ahead::WINDOW)
-                    .map(|d| self.ahead.ask(&d.path, &d.fs_path))
+                    .map(|d| self.ahead.ask(&d.path, &d.fs_path, old_sub(&d.name)))
                     .collect();
                 let mut next_ask = asked.len();
                 for st in &steps {
@@ -354,7 +366,7 @@ impl Archiver<'_, '_> {
                     if st.md.is_dir() {
                         let pending = asked.pop_front().flatten();
                         if let Some(d) = dirs.get(next_ask) {
-                            asked.push_back(self.ahead.ask(&d.path, &d.fs_path));
+                            asked.push_back(self.ahead.ask(&d.path, &d.fs_path, old_sub(&d.name)));
                             next_ask += 1;
                         }
                         let via = Via::Entry {
