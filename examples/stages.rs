@@ -1,9 +1,12 @@
 //! Measures each stage of a cold backup alone, on one core, over the same
 //! files the benchmark backs up: walk (lstat), read (into memory from the page
 //! cache), chunk (FastCDC with larder's parameters), hash (keyed BLAKE3 of
-//! each chunk), compress (zstd at the repository's level, one reused context)
-//! and encrypt (XChaCha20-Poly1305 of what would be stored). The benchmark
-//! sums the per-byte costs of read..encrypt to bound what 2 cores allow.
+//! each chunk), compress (zstd at the repository's level, one reused context,
+//! against a dictionary trained as a fresh repository's first backup trains
+//! one: from the first bytes of the first chunks; `--no-dict` for none) and
+//! encrypt (XChaCha20-Poly1305 of what would be stored). The benchmark sums
+//! the per-byte costs of read..encrypt to bound what 2 cores allow. Training
+//! the dictionary is a one-time cost, timed apart (`train`, not in the sum).
 //!
 //! Files are processed in batches (default 256 MiB) so memory stays bounded;
 //! each stage runs over the whole batch before the next one starts, so the
@@ -26,12 +29,14 @@ struct Stage {
 
 fn main() {
     let mut level = 3i32;
+    let mut with_dict = true;
     let mut batch_bytes = 256usize << 20;
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--level" => level = it.next().and_then(|v| v.parse().ok()).unwrap_or(3),
+            "--no-dict" => with_dict = false,
             "--batch-mib" => {
                 batch_bytes = it
                     .next()
@@ -43,7 +48,7 @@ fn main() {
         }
     }
     if dirs.is_empty() {
-        eprintln!("usage: stages [--level N] [--batch-mib M] DIR...");
+        eprintln!("usage: stages [--level N] [--no-dict] [--batch-mib M] DIR...");
         std::process::exit(2);
     }
 
@@ -66,13 +71,15 @@ fn main() {
     }
     let walk = t.elapsed();
 
-    let (mut read, mut chunk, mut hash, mut compress, mut encrypt) = (
+    let (mut read, mut chunk, mut hash, mut compress, mut encrypt, mut train) = (
+        Stage::default(),
         Stage::default(),
         Stage::default(),
         Stage::default(),
         Stage::default(),
         Stage::default(),
     );
+    let mut trained = !with_dict;
     let mut total = 0u64;
     let mut stored = 0u64;
     let mut nchunks = 0u64;
@@ -119,6 +126,32 @@ fn main() {
         std::hint::black_box(x);
         hash.time += t.elapsed();
 
+        // The first batch trains the dictionary, as larder's first backup
+        // does from its first new blobs.
+        if !trained {
+            trained = true;
+            let t = Instant::now();
+            let (mut data, mut sizes) = (Vec::new(), Vec::new());
+            for &(s, e) in &chunks {
+                if data.len() >= larder::dictionary::SAMPLE_BUDGET {
+                    break;
+                }
+                let take = (e - s).min(larder::dictionary::SAMPLE_CAP);
+                data.extend_from_slice(&batch[s..s + take]);
+                sizes.push(take);
+            }
+            if let Some(d) = larder::dictionary::train(&data, &sizes) {
+                compressor =
+                    zstd::bulk::Compressor::with_dictionary(level, &d).expect("dictionary");
+                compressor
+                    .set_parameter(zstd::zstd_safe::CParameter::ForceAttachDict(
+                        zstd::zstd_safe::DictAttachPref::ForceAttach,
+                    ))
+                    .expect("attach");
+            }
+            train.time += t.elapsed();
+        }
+
         // Compress each chunk; keep the output only where it is smaller, as
         // larder does.
         let t = Instant::now();
@@ -156,4 +189,7 @@ fn main() {
     line("hash", hash.time);
     line("compress", compress.time);
     line("encrypt", encrypt.time);
+    if with_dict {
+        line("train", train.time);
+    }
 }

@@ -698,6 +698,10 @@ def render(d):
             w(f"| read with `cat` of every file (not in the sum) | {fmt_rate(b / MIB / med(cat))} | {med(cat) / b * GIB:.3f} |")
         w(f"| **sum (read..encrypt)** | {fmt_rate(GIB / total / MIB) if total else 'n/a'} | {total:.3f} |")
         w("")
+        if d.has("stage_train", "stages"):
+            w(f"The compress stage uses a dictionary trained as a fresh repository's first backup trains one; "
+              f"training it took {med(d.walls('stage_train', 'stages')):.3f} s (once per repository, not in the sum).")
+            w("")
         cold = d.walls("cold_backup", "larder")
         if cold and corpus_b and limit:
             rate = corpus_b / MIB / med(cold)

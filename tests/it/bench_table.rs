@@ -78,6 +78,7 @@ fn fixture_table_regenerates_from_its_samples() {
     for section in [
         "## Results",
         "## The machine's limit",
+        "training it took",
         "## Flat as the repository grows",
         "## Targets of issue 5",
         // Issue 15: rustic, the reference pipelines, the new parts and
