@@ -645,7 +645,15 @@ fn s3_through_faults_completes_and_gives_up_clearly() {
 /// empty cache fetches the parent's trees a pack at a time.
 #[test]
 fn s3_requests_per_command_are_few() {
-    let d = tempfile::tempdir().unwrap();
+    // A snapshot holds the tree's ancestors. Under /tmp, another test that
+    // makes or removes a directory there between two backups changes
+    // /tmp's mtime, and the unchanged re-backup then rightly writes new
+    // trees for / and /tmp (seen once in a run of the whole suite, and
+    // every time beside a loop doing that): the tree lives in a directory
+    // of this test's own instead.
+    let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("s3-requests");
+    std::fs::create_dir_all(&base).unwrap();
+    let d = tempfile::tempdir_in(&base).unwrap();
     let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
         return;
     };
