@@ -131,16 +131,14 @@ fn main() {
         if !trained {
             trained = true;
             let t = Instant::now();
-            let (mut data, mut sizes) = (Vec::new(), Vec::new());
-            for &(s, e) in &chunks {
-                if data.len() >= larder::dictionary::SAMPLE_BUDGET {
-                    break;
-                }
-                let take = (e - s).min(larder::dictionary::SAMPLE_CAP);
-                data.extend_from_slice(&batch[s..s + take]);
-                sizes.push(take);
-            }
-            if let Some(d) = larder::dictionary::train(&data, &sizes) {
+            // The samples as a backup takes them (larder::dictionary::Sampler).
+            let sampler = larder::dictionary::Sampler::new(larder::dictionary::SAMPLE_BUDGET);
+            let samples = chunks
+                .iter()
+                .find_map(|&(s, e)| sampler.offer(&batch[s..e]));
+            if let Some(d) =
+                samples.and_then(|(data, sizes)| larder::dictionary::train(&data, &sizes))
+            {
                 compressor =
                     zstd::bulk::Compressor::with_dictionary(level, &d).expect("dictionary");
                 compressor

@@ -97,11 +97,7 @@ impl<'r> ParentTrees<'r> {
         if matches!(self.levels.get(depth), Some((p, _)) if p == dir) {
             return Ok(());
         }
-        self.levels.truncate(depth);
-        while self.levels.len() < depth {
-            self.levels.push((PathBuf::new(), None));
-        }
-        self.levels.push((dir.to_path_buf(), Some((id, tree))));
+        self.hold(depth, dir, Some((id, tree)));
         Ok(())
     }
 
@@ -144,12 +140,18 @@ impl<'r> ParentTrees<'r> {
                 None => None,
             }
         };
+        self.hold(depth, dir, tree.clone());
+        Ok(tree)
+    }
+
+    /// Holds `tree` as the tree of `dir`, at `depth`; what was held below
+    /// that depth is let go.
+    fn hold(&mut self, depth: usize, dir: &Path, tree: Option<(Id, Arc<Tree>)>) {
         self.levels.truncate(depth);
         while self.levels.len() < depth {
             self.levels.push((PathBuf::new(), None));
         }
-        self.levels.push((dir.to_path_buf(), tree.clone()));
-        Ok(tree)
+        self.levels.push((dir.to_path_buf(), tree));
     }
 
     /// Loads the parent's tree `id` of `dir`; one that cannot be loaded is
