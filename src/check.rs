@@ -321,7 +321,10 @@ fn read_pack_data(repo: &Repository, id: &Id, size: u64) -> PackVerdict {
         if let Err(err) = pack::open_blob(
             repo.keys(),
             repo,
-            &format!("blob {} in {what}", e.id),
+            &pack::BlobIn {
+                id: &e.id,
+                pack: &what,
+            },
             &e,
             s,
         ) {

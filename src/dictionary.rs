@@ -127,9 +127,9 @@ impl Dictionary {
 
     /// Decompresses one frame made with this dictionary into exactly `len`
     /// bytes, into `out` (see [`object::decompress_exact_into`]).
-    pub fn decompress_exact_into(
+    pub fn decompress_exact_into<W: std::fmt::Display + ?Sized>(
         &self,
-        what: &str,
+        what: &W,
         frame: &[u8],
         len: usize,
         out: &mut Vec<u8>,

@@ -197,7 +197,18 @@ fn passphrase_key(
     salt: &[u8],
     h: &KeyHeader,
 ) -> Result<chacha20poly1305::Key> {
-    let params = scrypt::Params::new(h.work_factor, h.scrypt_r as u32, h.scrypt_p as u32, 32)
+    // The format keeps RFC 7914's bound N < 2^(16 r) (repo-format/SPEC.md),
+    // which the scrypt crate stopped checking in 0.12.
+    if u32::from(h.work_factor) >= 16 * u32::from(h.scrypt_r) {
+        return Err(Error::corrupt(
+            what,
+            format!(
+                "scrypt parameters: N = 2^{} is not below 2^(16 r) for r = {}",
+                h.work_factor, h.scrypt_r
+            ),
+        ));
+    }
+    let params = scrypt::Params::new(h.work_factor, h.scrypt_r as u32, h.scrypt_p as u32)
         .map_err(|e| Error::corrupt(what, format!("scrypt parameters: {e}")))?;
     let mut out = [0u8; 32];
     scrypt::scrypt(pass.expose_secret().as_bytes(), salt, &params, &mut out)
@@ -352,9 +363,11 @@ fn open_parts(
             let (salt, rest) = body.split_at(SALT_LEN);
             let (nonce, sealed) = rest.split_at(NONCE_LEN);
             let key = passphrase_key(what, p, salt, header)?;
+            let nonce = chacha20poly1305::XNonce::try_from(nonce)
+                .map_err(|_| Error::corrupt(what, "passphrase key nonce of the wrong length"))?;
             chacha20poly1305::XChaCha20Poly1305::new(&key)
                 .decrypt(
-                    nonce.into(),
+                    &nonce,
                     Payload {
                         msg: sealed,
                         aad: clear,

@@ -183,8 +183,8 @@ pub fn decompress_exact(what: &str, data: &[u8], len: usize) -> Result<Vec<u8>> 
 /// most `len`, and a buffer reused across calls saves an allocation and
 /// its page faults each time), with a prepared dictionary for frames made
 /// with one (see [`crate::dictionary`]).
-pub fn decompress_exact_into(
-    what: &str,
+pub fn decompress_exact_into<W: std::fmt::Display + ?Sized>(
+    what: &W,
     data: &[u8],
     len: usize,
     dict: Option<&zstd::zstd_safe::DDict<'_>>,

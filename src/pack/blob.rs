@@ -99,13 +99,29 @@ fn prepare_as(
     })
 }
 
+/// Names a blob in a pack for errors: `blob ID in PACK-PATH`. Built for
+/// every blob opened, it is formatted only when an error names it (a
+/// restore formatting each blob's name spent about 1 % of its CPU on it).
+pub struct BlobIn<'a> {
+    /// The blob's ID.
+    pub id: &'a Id,
+    /// The pack's path in the repository.
+    pub pack: &'a str,
+}
+
+impl std::fmt::Display for BlobIn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "blob {} in {}", self.id, self.pack)
+    }
+}
+
 /// Decrypts, decompresses and verifies one stored blob against its entry.
 /// The plaintext is re-hashed with the keyed ID function before it is
 /// returned. `dicts` is asked only for a blob compressed with a dictionary.
-pub fn open_blob(
+pub fn open_blob<W: std::fmt::Display + ?Sized>(
     keys: &Keys,
     dicts: &dyn DictSource,
-    what: &str,
+    what: &W,
     e: &PackEntry,
     stored: &[u8],
 ) -> Result<Vec<u8>> {
@@ -125,10 +141,10 @@ thread_local! {
 /// this thread keeps: a restore allocated and faulted in two fresh buffers
 /// per blob. On failure `plain` is left empty, so nothing unverified (nor
 /// the last blob) can be written by mistake.
-pub fn open_blob_into(
+pub fn open_blob_into<W: std::fmt::Display + ?Sized>(
     keys: &Keys,
     dicts: &dyn DictSource,
-    what: &str,
+    what: &W,
     e: &PackEntry,
     stored: &[u8],
     plain: &mut Vec<u8>,
@@ -142,10 +158,10 @@ pub fn open_blob_into(
 }
 
 /// The work of [`open_blob_into`]; on failure `plain` may hold part of it.
-fn open_blob_body(
+fn open_blob_body<W: std::fmt::Display + ?Sized>(
     keys: &Keys,
     dicts: &dyn DictSource,
-    what: &str,
+    what: &W,
     e: &PackEntry,
     stored: &[u8],
     plain: &mut Vec<u8>,
@@ -200,10 +216,10 @@ fn open_blob_body(
 /// (two concurrent first backups could have trained two with one ID), and
 /// the output of exactly the declared length that hashes to the blob ID
 /// wins.
-fn open_with_dictionary(
+fn open_with_dictionary<W: std::fmt::Display + ?Sized>(
     keys: &Keys,
     dicts: &dyn DictSource,
-    what: &str,
+    what: &W,
     e: &PackEntry,
     frame: &[u8],
     plain: &mut Vec<u8>,

@@ -13,7 +13,7 @@
 mod blob;
 mod writer;
 
-pub use blob::{PreparedBlob, blob_ad, open_blob, open_blob_into, prepare_blob, seal_blob};
+pub use blob::{BlobIn, PreparedBlob, blob_ad, open_blob, open_blob_into, prepare_blob, seal_blob};
 pub use writer::{FinishedPack, PackWriter};
 
 use crate::crypto::{Keys, SEAL_OVERHEAD};

@@ -448,7 +448,11 @@ impl Repository {
     pub fn read_blob_at(&self, id: &Id, loc: &BlobLocation) -> Result<Vec<u8>> {
         let e = loc.entry;
         let name = loc.pack.to_hex();
-        let what = format!("blob {id} in {}", Kind::Pack.path(&name));
+        let pack_path = Kind::Pack.path(&name);
+        let what = pack::BlobIn {
+            id,
+            pack: &pack_path,
+        };
         let cache = self.tree_cache.as_ref().filter(|_| e.ty == BlobType::Tree);
         if let Some(c) = cache {
             let cached = match c.get(id, e.stored_len as usize) {

@@ -79,7 +79,7 @@ fn read_and_write(
     holes: &[AtomicBool],
     progress: &dyn Progress,
 ) {
-    let name = r.pack.to_hex();
+    let pack_path = Kind::Pack.path(&r.pack.to_hex());
     let data = source.read(&r);
     r.blobs.par_iter().for_each(|b: &BlobTargets| {
         // This thread's plaintext buffer, taken (not borrowed: the pool may
@@ -89,7 +89,10 @@ fn read_and_write(
             let e = &b.loc.entry;
             let at = (e.offset - d.base) as usize;
             let s = &d.data[at..at + e.stored_len as usize];
-            let what = format!("blob {} in {}", e.id, Kind::Pack.path(&name));
+            let what = pack::BlobIn {
+                id: &e.id,
+                pack: &pack_path,
+            };
             pack::open_blob_into(repo.keys(), repo, &what, e, s, &mut plain)
                 .map_err(|e| e.to_string())
         });

@@ -349,12 +349,24 @@ fn corrupted_pack_fails_only_the_affected_file() {
 
     let tid = larder::walker::tree_at(&repo, snap.tree, path_str(&src)).unwrap();
     let pack_hex = flip_blob_of(&t, &repo, &tid, "victim.bin");
+    let victim_blob = repo
+        .load_tree(&tid)
+        .unwrap()
+        .find(b"victim.bin")
+        .unwrap()
+        .content[0];
+    // The error names the file, the blob and the pack that holds it.
+    let named = format!(
+        "blob {victim_blob} in {}",
+        larder::backend::Kind::Pack.path(&pack_hex)
+    );
 
     let out = tempfile::tempdir().unwrap();
     let target = out.path().join("t");
     let rep = lib_restore(&repo, &id, &src, &target);
     assert_eq!(rep.errors.len(), 1, "{:?}", rep.errors);
     assert!(rep.errors[0].contains("victim.bin"), "{:?}", rep.errors);
+    assert!(rep.errors[0].contains(&named), "{:?}", rep.errors);
     assert!(
         !target.join("victim.bin").exists(),
         "a damaged file is not created"
@@ -384,7 +396,7 @@ fn corrupted_pack_fails_only_the_affected_file() {
     .unwrap();
     assert!(!c.ok());
     assert!(
-        c.problems.iter().any(|p| p.contains(&pack_hex)),
+        c.problems.iter().any(|p| p.contains(&named)),
         "{:?}",
         c.problems
     );

@@ -750,7 +750,7 @@ fn spec_unseal(k: &SpecKeys, ad: &[u8], sealed: &[u8]) -> Option<Vec<u8>> {
     }
     let aead = XChaCha20Poly1305::new(&k.enc.into());
     aead.decrypt(
-        XNonce::from_slice(&sealed[..24]),
+        &XNonce::try_from(&sealed[..24]).unwrap(),
         Payload {
             msg: &sealed[24..],
             aad: ad,
@@ -937,7 +937,7 @@ fn spec_scrypt_bounds_ok(n: u8, r: u8, p: u8) -> bool {
 
 /// scrypt(passphrase, salt, N = 2^n, r, p) → 32 bytes.
 fn spec_scrypt(pass: &str, salt: &[u8], (n, r, p): (u8, u8, u8)) -> [u8; 32] {
-    let params = scrypt::Params::new(n, r as u32, p as u32, 32).unwrap();
+    let params = scrypt::Params::new(n, r as u32, p as u32).unwrap();
     let mut out = [0u8; 32];
     scrypt::scrypt(pass.as_bytes(), salt, &params, &mut out).unwrap();
     out
@@ -962,7 +962,7 @@ fn spec_open_passphrase_key(pass: &str, bytes: &[u8]) -> Option<[u8; 32]> {
     let key = spec_scrypt(pass, salt, (n, r, p));
     let plain = XChaCha20Poly1305::new(&key.into())
         .decrypt(
-            XNonce::from_slice(nonce),
+            &XNonce::try_from(nonce).unwrap(),
             Payload {
                 msg: sealed,
                 aad: &spec_key_ad(kf.header),

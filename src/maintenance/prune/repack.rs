@@ -99,7 +99,10 @@ fn read_verified(repo: &Repository, id: &Id, blobs: &[KeptBlob]) -> Result<Vec<P
             pack::open_blob(
                 repo.keys(),
                 repo,
-                &format!("blob {} in {what_pack}", b.id),
+                &pack::BlobIn {
+                    id: &b.id,
+                    pack: &what_pack,
+                },
                 &entry,
                 stored,
             )?;
