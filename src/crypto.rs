@@ -211,8 +211,6 @@ impl Keys {
 mod tests {
     use super::*;
 
-    /// Nonces come from a pool refilled 170 at a time: across several
-    /// refills, on two threads, every sealed object has a nonce of its own.
     /// Sealing runs ChaCha20's widest code the CPU offers (AVX-512 where it
     /// has it, by the build's `chacha20_avx512` cfg): objects of every
     /// length around its block groups (64 bytes, 4 and 16 blocks) and
@@ -257,6 +255,8 @@ mod tests {
         }
     }
 
+    /// Nonces come from a pool refilled 170 at a time: across several
+    /// refills, on two threads, every sealed object has a nonce of its own.
     #[test]
     fn every_seal_takes_a_nonce_of_its_own() {
         let k = Keys::derive(&MasterKey::from_bytes([7; 32]));
