@@ -652,7 +652,8 @@ fn s3_requests_per_command_are_few() {
     // its index segment). The tree lives in a directory of this test's
     // own, but a clone under /tmp (as CI makes) still has /tmp above it:
     // the ancestors' times are taken before the first backup and after the
-    // second, and the tree pack is allowed only when one of them moved.
+    // second, and the tree pack is allowed only when one of them moved
+    // (one CI run saw it move with no tree pack: before the first backup).
     let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("s3-requests");
     std::fs::create_dir_all(&base).unwrap();
     let d = tempfile::tempdir_in(&base).unwrap();
@@ -696,21 +697,29 @@ fn s3_requests_per_command_are_few() {
     a.run(&["backup", src], 0);
     let (n, what) = proxy.counts();
     eprintln!("requests for an unchanged re-backup: {n} ({what})");
+    // The window of the times is wider than the one that matters (it
+    // also covers the first backup), so a moved ancestor allows the tree
+    // pack without requiring it.
     let moved = u64::from(ancestor_times(&tree) != ancestors_before);
-    for (kind, n) in [
-        ("LIST index", 1),
-        ("LIST marks", 1),
-        ("LIST packs", 0),
-        ("PUT index", moved),
-        ("PUT packs", moved),
-        ("GET packs", 0),
+    for (kind, least, most) in [
+        ("LIST index", 1, 1),
+        ("LIST marks", 1, 1),
+        ("LIST packs", 0, 0),
+        ("PUT index", 0, moved),
+        ("PUT packs", 0, moved),
+        ("GET packs", 0, 0),
     ] {
-        assert_eq!(
-            proxy.count(kind),
-            n,
-            "re-backup, {kind} (an ancestor moved: {moved}): {what}"
+        let n = proxy.count(kind);
+        assert!(
+            (least..=most).contains(&n),
+            "re-backup, {kind} {n}, not in {least}..={most} (an ancestor moved: {moved}): {what}"
         );
     }
+    assert_eq!(
+        proxy.count("PUT packs"),
+        proxy.count("PUT index"),
+        "a tree pack comes with its index segment: {what}"
+    );
 
     proxy.reset_counts();
     restore(&a, &tree, &a.dir.path().join("restored"));
