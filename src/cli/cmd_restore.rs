@@ -78,6 +78,10 @@ struct RestoreSummary<'a> {
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
+    // While this is the only thread: see `prepare_descriptors`.
+    if !a.dry_run {
+        restorer::prepare_descriptors();
+    }
     let repo = g.open()?;
     let (reference, sub) = match a.snapshot.split_once(':') {
         Some((r, s)) => (r, Some(s)),

@@ -98,6 +98,19 @@ fn only_path(paths: &[String], sub: &str) -> bool {
     matches!(paths, [p] if parts(p) == parts(sub))
 }
 
+/// Raises the soft limit on open files (to the hard limit, as restic
+/// does) and makes room in the descriptor table for every descriptor a
+/// restore holds at once; returns the files per batch that allows. A
+/// restore does this itself. A program that calls it first, before it
+/// starts any other thread (the CLI does), spares the restore the kernel's
+/// waits for a growing descriptor table (see
+/// [`target::reserve_descriptors`]).
+pub fn prepare_descriptors() -> usize {
+    let batch = walk::batch_files(target::open_files_allowed());
+    target::reserve_descriptors(walk::descriptors_held(batch));
+    batch
+}
+
 /// [`restore`], telling `progress` each file restored and the totals
 /// (counted by a scan of the snapshot's trees beside the restore; without
 /// `--include`/`--exclude` only, where the totals are what will be restored).
@@ -143,7 +156,7 @@ pub fn restore_with_progress(
             report: RestoreReport::default(),
             batch: Vec::new(),
             batch_bytes: 0,
-            batch_files: walk::batch_files(target::open_files_allowed()),
+            batch_files: prepare_descriptors(),
             dirs: Vec::new(),
             hardlinks: HashMap::new(),
             links: Vec::new(),
@@ -200,7 +213,37 @@ fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
 
 #[cfg(test)]
 mod tests {
-    use super::only_path;
+    use super::{only_path, prepare_descriptors, target, walk};
+
+    /// This process's descriptor table size (`FDSize` in /proc).
+    fn fd_table_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("FDSize:")).unwrap();
+        line["FDSize:".len()..].trim().parse().unwrap()
+    }
+
+    /// Reserving grows the table at once to what is asked (the table never
+    /// shrinks, so the test asks for twice what it already has), and a
+    /// restore's preparation leaves room for every descriptor it holds.
+    #[test]
+    fn descriptors_are_reserved_up_front() {
+        let allowed = target::open_files_allowed();
+        let before = fd_table_size();
+        let want = before * 2;
+        if want <= allowed {
+            target::reserve_descriptors(want);
+            assert!(
+                fd_table_size() >= want,
+                "table of {} for {want} reserved (was {before})",
+                fd_table_size()
+            );
+        }
+        let batch = prepare_descriptors();
+        let held = walk::descriptors_held(batch);
+        if held <= allowed {
+            assert!(fd_table_size() >= held, "{} < {held}", fd_table_size());
+        }
+    }
 
     #[test]
     fn a_snapshots_only_path_is_all_of_it() {

@@ -400,6 +400,12 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
     }
 }
 
+/// The most descriptors a restore holds at once with `batch_files` files
+/// per batch: each batch in flight holds its files and their directories.
+pub(super) fn descriptors_held(batch_files: usize) -> u64 {
+    OTHER_FILES + 2 * IN_FLIGHT as u64 * batch_files as u64
+}
+
 /// Files per batch when the process may hold `allowed` descriptors: a
 /// batch being written holds each of its files open, and the directory
 /// of each, and [`IN_FLIGHT`] batches are written at once.
