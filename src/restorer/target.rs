@@ -310,7 +310,7 @@ pub(super) fn open_files_allowed() -> u64 {
 /// The kernel doubles the table as descriptors are opened (256, 512, …
 /// entries), and in a process of more than one thread each doubling waits
 /// for an RCU grace period: a restore's first batches, holding up to 4,096
-/// files and directories open, stalled about 50 ms in those waits with both
+/// files and directories open, stalled about 60 ms in those waits with both
 /// cores idle (seen in `strace -T`: `openat` of the 256th, 512th, 1,024th
 /// and 2,048th descriptor took 7–16 ms each). Grown while the process has
 /// one thread, the table costs no wait; grown later, one instead of
