@@ -8,7 +8,9 @@
 #   scripts/ab.sh OLD_BINARY NEW_BINARY TREE [ROUNDS]
 #
 # Steps: cold backup, unchanged re-backup, `snapshots`, restore onto tmpfs
-# (AB_SHM, default /dev/shm/larder-ab), diff of the two snapshots.
+# (AB_SHM, default /dev/shm/larder-ab), diff of the two snapshots, then
+# `forget --keep-last 1 --prune` (which deletes no data: both snapshots
+# hold the same tree; what it costs is reading the index and the trees).
 # Writes every sample to AB_OUT (default /tmp/larder-ab.csv).
 set -euo pipefail
 A=${1:?usage: scripts/ab.sh OLD NEW TREE [ROUNDS]}
@@ -44,6 +46,7 @@ run_one() { # LABEL BINARY ROUND
     rm -rf "$SHM/r"
     mapfile -t ids < <("$bin" --json snapshots | python3 -c 'import json,sys; [print(s["id"]) for s in sorted(json.load(sys.stdin), key=lambda s: s["time"])]')
     step "$label" "$r" diff "$bin" diff "${ids[0]}" "${ids[1]}"
+    step "$label" "$r" prune "$bin" -q forget --keep-last 1 --prune
 }
 for ((r = 1; r <= ROUNDS; r++)); do
     if ((r % 2)); then run_one A "$A" "$r"; run_one B "$B" "$r"

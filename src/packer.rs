@@ -298,8 +298,10 @@ impl<'r> Packer<'r> {
         };
         self.unsegmented_since = None;
         check_lock(&self.lock)?;
-        let sid = index::write_segment(self.repo.backend(), self.repo.keys(), &seg)?;
-        self.repo.index()?.absorb(&sid, &seg)?;
+        let (backend, keys) = (self.repo.backend(), self.repo.keys());
+        self.repo
+            .index()?
+            .absorb_writing(&seg, || index::write_segment(backend, keys, &seg))?;
         for p in &seg.packs {
             for b in &p.blobs {
                 self.in_pack.remove(&b.id);

@@ -507,6 +507,44 @@ impl Index {
         tx.commit().map_err(|e| Error::sqlite(&path, e))
     }
 
+    /// [`Index::absorb`] of a segment being written: `write` stores it (and
+    /// returns its ID) on another thread while its packs and blobs are
+    /// inserted here, in one transaction that lists them under that ID and
+    /// commits only once `write` has succeeded. So the cache still holds
+    /// nothing a segment in the repository does not list, and the two take
+    /// the time of the longer instead of the sum (the end of a backup
+    /// waits for both). A failed write leaves the cache as it was; a write
+    /// that succeeded before the cache failed leaves a segment the next
+    /// sync absorbs.
+    pub fn absorb_writing<F>(&mut self, seg: &IndexSegment, write: F) -> Result<Id>
+    where
+        F: FnOnce() -> Result<Id> + Send,
+    {
+        let path = self.path.clone();
+        let sqlite = |e| Error::sqlite(&path, e);
+        let conn = &mut self.conn;
+        std::thread::scope(|s| {
+            let writer = s.spawn(write);
+            let absorbed = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .and_then(|tx| insert_unlisted(&tx, &seg.packs).map(|nums| (tx, nums)));
+            let sid = writer
+                .join()
+                .unwrap_or_else(|_| Err(Error::internal("the index segment writer panicked")))?;
+            let (tx, nums) = absorbed.map_err(sqlite)?;
+            for num in nums {
+                list_pack(&tx, num, &sid).map_err(sqlite)?;
+            }
+            tx.execute(
+                "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
+                params![sid.0],
+            )
+            .map_err(sqlite)?;
+            tx.commit().map_err(sqlite)?;
+            Ok(sid)
+        })
+    }
+
     /// Forgets segments that left the repository, and the packs (with their
     /// blobs) that no remaining segment lists.
     fn forget_segments(&mut self, gone: &[Id]) -> Result<()> {
@@ -925,6 +963,14 @@ pub(super) fn insert_pack(
     pack: &IndexPack,
     seg: &Id,
 ) -> rusqlite::Result<i64> {
+    let num = insert_pack_row(tx, pack)?;
+    list_pack(tx, num, seg)?;
+    Ok(num)
+}
+
+/// Inserts pack `pack` (unless there) and returns its number; no segment
+/// lists it yet.
+fn insert_pack_row(tx: &rusqlite::Transaction<'_>, pack: &IndexPack) -> rusqlite::Result<i64> {
     let trees_only = !pack.blobs.is_empty() && pack.blobs.iter().all(|b| b.ty == BlobType::Tree);
     let added = tx
         .prepare_cached("INSERT OR IGNORE INTO packs(id, size, trees_only) VALUES (?1, ?2, ?3)")?
@@ -935,9 +981,14 @@ pub(super) fn insert_pack(
         tx.prepare_cached("SELECT num FROM packs WHERE id = ?1")?
             .query_row(params![pack.id.0], |r| r.get(0))?
     };
+    Ok(num)
+}
+
+/// Records that segment `seg` lists pack number `num`.
+fn list_pack(tx: &rusqlite::Transaction<'_>, num: i64, seg: &Id) -> rusqlite::Result<()> {
     tx.prepare_cached("INSERT OR IGNORE INTO pack_segments(pack, segment) VALUES (?1, ?2)")?
         .execute(params![num, seg.0])?;
-    Ok(num)
+    Ok(())
 }
 
 /// Inserts packs and their blobs as listed by segment `seg`. Blobs go in
@@ -948,9 +999,24 @@ fn insert_packs(
     packs: &[IndexPack],
     seg: &Id,
 ) -> rusqlite::Result<()> {
+    for num in insert_unlisted(tx, packs)? {
+        list_pack(tx, num, seg)?;
+    }
+    Ok(())
+}
+
+/// Inserts packs and their blobs (sorted by ID, as [`insert_packs`] says)
+/// with no segment listing them yet; returns the packs' numbers. Only for
+/// a transaction that lists them before it commits.
+fn insert_unlisted(
+    tx: &rusqlite::Transaction<'_>,
+    packs: &[IndexPack],
+) -> rusqlite::Result<Vec<i64>> {
+    let mut nums = Vec::with_capacity(packs.len());
     let mut rows: Vec<(&PackEntry, i64)> = Vec::new();
     for p in packs {
-        let num = insert_pack(tx, p, seg)?;
+        let num = insert_pack_row(tx, p)?;
+        nums.push(num);
         rows.extend(p.blobs.iter().map(|b| (b, num)));
     }
     rows.sort_by_key(|r| r.0.id);
@@ -969,7 +1035,7 @@ fn insert_packs(
             b.compression
         ])?;
     }
-    Ok(())
+    Ok(nums)
 }
 
 /// Whether blob `id` is in an unmarked pack, asked on `conn` (the cache's
@@ -990,44 +1056,20 @@ pub(super) fn lookup_on(
     id: &Id,
     packs: &mut HashMap<i64, Id>,
 ) -> rusqlite::Result<Option<BlobLocation>> {
-    let mut row = None;
-    for sql in LOOKUP_ROW {
-        let mut st = conn.prepare_cached(sql)?;
-        row = st
-            .query_row(params![id.0], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, u8>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, u8>(5)?,
-                ))
-            })
-            .optional()?;
-        if row.is_some() {
-            break;
-        }
-    }
-    let (num, entry) = match row {
-        Some((num, ty, off, sl, pl, c)) => {
-            let Some(ty) = BlobType::from_u8(ty) else {
-                return Ok(None);
-            };
-            let entry = PackEntry {
-                ty,
-                id: *id,
-                offset: off as u64,
-                stored_len: sl as u32,
-                plain_len: pl as u32,
-                compression: c,
-            };
-            (num, entry)
-        }
+    // Unmarked rows first, then the base (which exists only while no pack
+    // is marked, so a blob found there is in an unmarked pack), then the
+    // marked rows: a repository's first backup is in the base, and its
+    // blobs are found with one miss, not two.
+    let [unmarked, marked] = LOOKUP_ROW;
+    let found = match row_lookup_on(conn, unmarked, id)? {
+        Some(found) => Some(found),
         None => match base_lookup_on(conn, id)? {
-            Some(found) => found,
-            None => return Ok(None),
+            Some(found) => Some(found),
+            None => row_lookup_on(conn, marked, id)?,
         },
+    };
+    let Some((num, entry)) = found else {
+        return Ok(None);
     };
     if let Some(pack) = packs.get(&num) {
         return Ok(Some(BlobLocation { pack: *pack, entry }));
@@ -1042,6 +1084,40 @@ pub(super) fn lookup_on(
             pack: Id(pack),
             entry,
         }
+    }))
+}
+
+/// Blob `id` in the rows of `blobs` that query `sql` (one of
+/// [`LOOKUP_ROW`]) selects: its pack number and entry.
+fn row_lookup_on(
+    conn: &Connection,
+    sql: &str,
+    id: &Id,
+) -> rusqlite::Result<Option<(i64, PackEntry)>> {
+    let row = conn
+        .prepare_cached(sql)?
+        .query_row(params![id.0], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, u8>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, u8>(5)?,
+            ))
+        })
+        .optional()?;
+    Ok(row.and_then(|(num, ty, off, sl, pl, c)| {
+        let ty = BlobType::from_u8(ty)?;
+        let entry = PackEntry {
+            ty,
+            id: *id,
+            offset: off as u64,
+            stored_len: sl as u32,
+            plain_len: pl as u32,
+            compression: c,
+        };
+        Some((num, entry))
     }))
 }
 
@@ -1078,6 +1154,63 @@ mod tests {
 
     fn id(tag: &str, n: u64) -> Id {
         Id(*blake3::hash(format!("{tag}{n}").as_bytes()).as_bytes())
+    }
+
+    /// A segment absorbed while it is written is committed only once the
+    /// writer has returned (another connection sees none of it before),
+    /// then lists exactly what [`Index::absorb`] would, under the ID the
+    /// writer returned.
+    #[test]
+    fn absorb_writing_commits_after_the_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.sqlite");
+        let mut idx = Index::open(&path).unwrap();
+        let seg = four_pack_segment();
+        let seen = |p: &Path| -> i64 {
+            let c = Connection::open(p).unwrap();
+            c.query_row("SELECT count(*) FROM blobs", [], |r| r.get(0))
+                .unwrap()
+        };
+        let sid = idx
+            .absorb_writing(&seg, || {
+                // Time for the inserts to finish (and, were it wrong, to
+                // commit) before this looks.
+                std::thread::sleep(Duration::from_millis(200));
+                assert_eq!(seen(&path), 0, "committed before the write ended");
+                Ok(id("segment", 7))
+            })
+            .unwrap();
+        assert_eq!(sid, id("segment", 7));
+        assert_eq!(seen(&path), 32);
+        assert!(idx.agrees_with(&sid, &seg).unwrap());
+        assert_eq!(
+            idx.known_segments().unwrap(),
+            HashSet::from([id("segment", 7)])
+        );
+        let loc = idx.lookup(&id("blob", 9)).unwrap().unwrap();
+        assert_eq!((loc.pack, loc.entry.offset), (id("pack", 1), 100));
+    }
+
+    /// A failed segment write is the error returned and leaves the cache as
+    /// it was (no pack, blob or segment of it), free for the next write.
+    #[test]
+    fn absorb_writing_a_failed_write_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idx = Index::open(&dir.path().join("index.sqlite")).unwrap();
+        let seg = four_pack_segment();
+        let err = idx
+            .absorb_writing(&seg, || Err(Error::internal("the disk is full")))
+            .unwrap_err();
+        assert!(err.to_string().contains("the disk is full"), "{err}");
+        assert!(idx.lookup(&id("blob", 0)).unwrap().is_none());
+        assert!(idx.known_segments().unwrap().is_empty());
+        let packs: i64 = idx
+            .conn
+            .query_row("SELECT count(*) FROM packs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(packs, 0);
+        idx.absorb(&id("segment", 0), &seg).unwrap();
+        assert!(idx.agrees_with(&id("segment", 0), &seg).unwrap());
     }
 
     /// A lookup runs prepared statements again without preparing them

@@ -8,6 +8,7 @@
 mod concurrency;
 mod disk_full;
 mod faulty_backend;
+mod first_backup;
 mod interrupt;
 mod io_errors;
 mod kill_loop;
