@@ -226,6 +226,7 @@ REFS = [
     ("ref_untar_shm", "`zstd -dc ARCHIVE \\| tar -x` onto tmpfs (the tmpfs restore's limit)", "restore_shm"),
     ("cp_shm", "`cp -a` of the tree onto tmpfs", "restore_shm"),
     ("cp_disk", "`cp -a` of the tree onto disk, then `sync` (the disk restore's floor)", "restore_disk"),
+    ("cp_disk_pair", "`cp -a` onto disk, then `sync`, timed back to back with larder's restore onto disk", "restore_disk"),
 ]
 
 
@@ -238,7 +239,7 @@ def render_refs(d, w):
     w("| pipeline | time | larder's row | larder / pipeline (per run) |")
     w("|---|---|---|---|")
     for name, label, row in REFS:
-        tool = "cp" if name == "cp_disk" else "ref"
+        tool = "cp" if name.startswith("cp_disk") else "ref"
         if not d.has(name, tool):
             continue
         ref = d.per_run(name, tool)
@@ -422,9 +423,15 @@ def targets15(d):
     if r:
         out.append(("restore onto tmpfs within 1.1× of `zstd -dc \\| tar -x`", f"larder / pipeline: {xs(r)}",
                     all_runs(r, lambda x: x <= 1.1)))
-    r = ratio_runs(d.per_run("restore_disk", "larder"), d.per_run("cp_disk", "cp"))
+    # Against the `cp -a` timed back to back with the restore where the run
+    # has it: this disk's speed drifts over minutes, and the two are
+    # otherwise timed minutes apart.
+    paired = d.has("cp_disk_pair", "cp")
+    cp_name = "cp_disk_pair" if paired else "cp_disk"
+    r = ratio_runs(d.per_run("restore_disk", "larder"), d.per_run(cp_name, "cp"))
     if r:
-        out.append(("restore onto disk within 1.5× of `cp -a`", f"larder / `cp -a`: {xs(r)}",
+        out.append(("restore onto disk within 1.5× of `cp -a`",
+                    f"larder / `cp -a`{' back to back' if paired else ''}: {xs(r)}",
                     all_runs(r, lambda x: x <= 1.5)))
     for peer in [t for t in tools if t != "larder"]:
         worst, runs = None, {}
@@ -601,7 +608,10 @@ def render(d):
       + (" Each run also times the reference pipelines (below), restores one small file from snapshot 1 "
          "and runs `check --read-data` after the cold backup. A target of issue 15 is **met** only if it "
          "is met in every run: its verdict uses the per-run figures (each run's own medians, its own open "
-         "cost, the largest RSS of the run), all of which are listed." if d.issue15() else ""))
+         "cost, the largest RSS of the run), all of which are listed." if d.issue15() else "")
+      + (" larder's restore onto disk is timed back to back with a `cp -a` of the tree to the same "
+         "filesystem (then `sync`; in turn first, by run), and its target is judged against that copy: "
+         "this disk's speed drifts over minutes." if d.has("cp_disk_pair", "cp") else ""))
     w("")
 
     # Main table (absent from an S3-only run).
@@ -767,10 +777,13 @@ def render(d):
         ok = None if work is None else work >= 3
         w(f"| restore onto tmpfs ≥ 3× restic | work {fmt_x(work)}, end to end {fmt_x(e2e)} | {verdict(ok)} |")
         rd = d.walls("restore_disk", "larder")
-        if rd and cp:
-            r = med(rd) / med(cp)
-            rw = (med(rd) - open_cost(d, "larder")) / med(cp)
-            w(f"| restore onto disk within 1.5× of `cp -a` | end to end {r:.2f}× `cp -a` (work {rw:.2f}×) | {verdict(r <= 1.5)} |")
+        cpp = d.walls("cp_disk_pair", "cp")
+        floor, beside = (cpp, " back to back") if cpp else (cp, "")
+        if rd and floor:
+            r = med(rd) / med(floor)
+            rw = (med(rd) - open_cost(d, "larder")) / med(floor)
+            w(f"| restore onto disk within 1.5× of `cp -a` | end to end {r:.2f}× `cp -a`{beside} "
+              f"(work {rw:.2f}×) | {verdict(r <= 1.5)} |")
         a, b = rand_added(d, "larder"), rand_added(d, "restic")
         if a is not None and b:
             w(f"| edited random file adds ≤ 1/3 of restic | {fmt_mib(a)} vs {fmt_mib(b)} ({a / b:.2f}) | {verdict(a <= b / 3)} |")

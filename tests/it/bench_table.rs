@@ -162,3 +162,57 @@ fn issue15_verdicts_need_every_run() {
     let method = line("**Method:**");
     assert!(method.contains("timed 3 times per run"), "{method}");
 }
+
+/// The restore onto disk is judged against the `cp -a` timed back to back
+/// with it (`cp_disk_pair`) where the run has one, not against the
+/// reference row's copy minutes away; without it, against that copy.
+#[test]
+fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_of = |pair: bool| -> String {
+        // Restore 10 s; the distant copy 5 s (2×); the copy beside it 8 s
+        // in run 1 and 9 s in run 2 (1.25×, 1.11×).
+        let mut csv = String::from("kind,name,tool,run,wall_s,rss_kib,bytes,value\n");
+        csv.push_str("meta,corpus_bytes,,,,,,1000000\n");
+        for run in [1, 2] {
+            csv.push_str(&format!(
+                "sample,restore_disk,larder,{run},10,1000,1000000,\n\
+                 sample,snapshots,larder,{run},0.5,1000,,\n\
+                 sample,cp_shm,ref,{run},1,1000,1000000,\n\
+                 sample,cp_disk,cp,{run},5,1000,1000000,\n"
+            ));
+            if pair {
+                let wall = if run == 1 { 8 } else { 9 };
+                csv.push_str(&format!(
+                    "sample,cp_disk_pair,cp,{run},{wall},1000,1000000,\n"
+                ));
+            }
+        }
+        let raw = dir.path().join(format!("raw-{pair}.csv"));
+        std::fs::write(&raw, csv).unwrap();
+        python(&[&root().join("scripts/bench_table.py"), &raw])
+    };
+    let verdict = |table: &str| -> String {
+        table
+            .lines()
+            .find(|l| l.starts_with("| restore onto disk within 1.5× of `cp -a` |"))
+            .unwrap_or_else(|| panic!("no restore-onto-disk target in\n{table}"))
+            .to_string()
+    };
+    let paired = table_of(true);
+    let v = verdict(&paired);
+    assert!(
+        v.contains("larder / `cp -a` back to back: 1.25×, 1.11×"),
+        "{v}"
+    );
+    assert!(v.ends_with("| **met** |"), "{v}");
+    assert!(
+        paired.contains("timed back to back with a `cp -a`"),
+        "the method says so"
+    );
+    let apart = table_of(false);
+    let v = verdict(&apart);
+    assert!(v.contains("larder / `cp -a`: 2.00×, 2.00×"), "{v}");
+    assert!(v.ends_with("| **not met** |"), "{v}");
+    assert!(!apart.contains("back to back"));
+}
