@@ -285,10 +285,12 @@ impl<'r> Packer<'r> {
         Ok(())
     }
 
-    /// Writes an index segment for the uploaded packs not yet in one, then
-    /// records it in the index cache. Until then their blobs are known only
-    /// to this packer (`in_pack`): the shared cache holds nothing a segment
-    /// does not list.
+    /// Writes an index segment for the uploaded packs not yet in one and
+    /// records it in the index cache, the two at once; the cache's
+    /// transaction commits once the segment is written
+    /// ([`crate::index::Index::absorb_writing`]). Until then their blobs are
+    /// known only to this packer (`in_pack`): the shared cache holds nothing
+    /// a segment does not list.
     pub fn flush_segment(&mut self) -> Result<()> {
         if self.unsegmented.is_empty() {
             return Ok(());

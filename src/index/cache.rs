@@ -1058,8 +1058,8 @@ pub(super) fn lookup_on(
 ) -> rusqlite::Result<Option<BlobLocation>> {
     // Unmarked rows first, then the base (which exists only while no pack
     // is marked, so a blob found there is in an unmarked pack), then the
-    // marked rows: a repository's first backup is in the base, and its
-    // blobs are found with one miss, not two.
+    // marked rows: where a new client's first open loaded a base, a
+    // restore finds each of its blobs with one miss, not two.
     let [unmarked, marked] = LOOKUP_ROW;
     let found = match row_lookup_on(conn, unmarked, id)? {
         Some(found) => Some(found),
