@@ -216,3 +216,94 @@ fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
     assert!(v.ends_with("| **not met** |"), "{v}");
     assert!(!apart.contains("back to back"));
 }
+
+/// The run the README names as its latest (`Latest run: NAME (`).
+fn latest_run() -> String {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("Latest run: "))
+        .expect("README names its latest benchmark run");
+    line["Latest run: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// The README's benchmark tables (the daily rows, the reference pipelines,
+/// issue 15's targets) are those of the run it names as its latest, cell
+/// for cell; `scripts/readme_tables.py` copies them.
+#[test]
+fn readme_tables_are_the_latest_runs() {
+    let run = root().join("bench/results").join(latest_run());
+    assert!(run.join("table.md").is_file(), "{}", run.display());
+    let out = Command::new("python3")
+        .arg(root().join("scripts/readme_tables.py"))
+        .arg(&run)
+        .arg("--check")
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "README.md's benchmark tables are not {}'s; copy them with\n  \
+         python3 scripts/readme_tables.py {}\n{}",
+        run.display(),
+        run.display(),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The check can fail: a README whose main table is an older run's is
+/// named, line and all.
+#[test]
+fn readme_tables_check_names_a_stale_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let table = std::fs::read_to_string(root().join("bench/results/2026-12-04/table.md")).unwrap();
+    // The README with one cell of its first daily row changed.
+    let cold = readme
+        .lines()
+        .find(|l| l.starts_with("| cold backup (fresh repository) |"))
+        .unwrap();
+    let stale = readme.replacen(cold, &cold.replacen("RSS", "RSS 1", 1), 1);
+    std::fs::write(dir.path().join("README.md"), stale).unwrap();
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::write(run.join("table.md"), &table).unwrap();
+    let check = |what: &str| {
+        Command::new("python3")
+            .arg(root().join("scripts/readme_tables.py"))
+            .arg(&run)
+            .arg(what)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = check("--check");
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("| cold backup (fresh repository) |"),
+        "{said}"
+    );
+    // Written, the README then passes the check.
+    let written = Command::new("python3")
+        .arg(root().join("scripts/readme_tables.py"))
+        .arg(&run)
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(written.success());
+    assert!(check("--check").status.success());
+    let after = std::fs::read_to_string(dir.path().join("README.md")).unwrap();
+    assert!(
+        after.contains(
+            table
+                .lines()
+                .find(|l| l.starts_with("| cold backup (fresh repository) |"))
+                .unwrap()
+        )
+    );
+}
