@@ -498,12 +498,9 @@ impl Index {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| Error::sqlite(&path, e))?;
-        insert_packs(&tx, &seg.packs, seg_id).map_err(|e| Error::sqlite(&path, e))?;
-        tx.execute(
-            "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
-            params![seg_id.0],
-        )
-        .map_err(|e| Error::sqlite(&path, e))?;
+        insert_unlisted(&tx, &seg.packs)
+            .and_then(|nums| list_under(&tx, &nums, seg_id))
+            .map_err(|e| Error::sqlite(&path, e))?;
         tx.commit().map_err(|e| Error::sqlite(&path, e))
     }
 
@@ -532,14 +529,7 @@ impl Index {
                 .join()
                 .unwrap_or_else(|_| Err(Error::internal("the index segment writer panicked")))?;
             let (tx, nums) = absorbed.map_err(sqlite)?;
-            for num in nums {
-                list_pack(&tx, num, &sid).map_err(sqlite)?;
-            }
-            tx.execute(
-                "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
-                params![sid.0],
-            )
-            .map_err(sqlite)?;
+            list_under(&tx, &nums, &sid).map_err(sqlite)?;
             tx.commit().map_err(sqlite)?;
             Ok(sid)
         })
@@ -991,23 +981,24 @@ fn list_pack(tx: &rusqlite::Transaction<'_>, num: i64, seg: &Id) -> rusqlite::Re
     Ok(())
 }
 
-/// Inserts packs and their blobs as listed by segment `seg`. Blobs go in
-/// sorted by ID, so the B-tree is filled in order rather than at random
-/// places (much faster once the index is larger than SQLite's page cache).
-fn insert_packs(
-    tx: &rusqlite::Transaction<'_>,
-    packs: &[IndexPack],
-    seg: &Id,
-) -> rusqlite::Result<()> {
-    for num in insert_unlisted(tx, packs)? {
+/// Records segment `seg` as listing the packs numbered `nums`, and the
+/// segment itself as known.
+fn list_under(tx: &rusqlite::Transaction<'_>, nums: &[i64], seg: &Id) -> rusqlite::Result<()> {
+    for &num in nums {
         list_pack(tx, num, seg)?;
     }
+    tx.execute(
+        "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
+        params![seg.0],
+    )?;
     Ok(())
 }
 
-/// Inserts packs and their blobs (sorted by ID, as [`insert_packs`] says)
-/// with no segment listing them yet; returns the packs' numbers. Only for
-/// a transaction that lists them before it commits.
+/// Inserts packs and their blobs with no segment listing them yet (a
+/// caller's transaction lists them with [`list_under`] before it commits);
+/// returns the packs' numbers. Blobs go in sorted by ID, so the B-tree is
+/// filled in order rather than at random places (much faster once the
+/// index is larger than SQLite's page cache).
 fn insert_unlisted(
     tx: &rusqlite::Transaction<'_>,
     packs: &[IndexPack],

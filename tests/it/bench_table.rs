@@ -255,55 +255,47 @@ fn readme_tables_are_the_latest_runs() {
     );
 }
 
-/// The check can fail: a README whose main table is an older run's is
-/// named, line and all.
+/// The check can fail: a README with one cell of the latest run's main
+/// table changed is named at that line; written, it is the README again.
 #[test]
 fn readme_tables_check_names_a_stale_line() {
     let dir = tempfile::tempdir().unwrap();
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let table = std::fs::read_to_string(root().join("bench/results/2026-12-04/table.md")).unwrap();
-    // The README with one cell of its first daily row changed.
+    let table = root()
+        .join("bench/results")
+        .join(latest_run())
+        .join("table.md");
     let cold = readme
         .lines()
         .find(|l| l.starts_with("| cold backup (fresh repository) |"))
         .unwrap();
-    let stale = readme.replacen(cold, &cold.replacen("RSS", "RSS 1", 1), 1);
-    std::fs::write(dir.path().join("README.md"), stale).unwrap();
+    let changed = cold.replacen("RSS", "RSS 1", 1);
+    std::fs::write(
+        dir.path().join("README.md"),
+        readme.replacen(cold, &changed, 1),
+    )
+    .unwrap();
     let run = dir.path().join("run");
     std::fs::create_dir(&run).unwrap();
-    std::fs::write(run.join("table.md"), &table).unwrap();
-    let check = |what: &str| {
+    std::fs::copy(&table, run.join("table.md")).unwrap();
+    let script = |args: &[&str]| {
         Command::new("python3")
             .arg(root().join("scripts/readme_tables.py"))
             .arg(&run)
-            .arg(what)
+            .args(args)
             .current_dir(dir.path())
             .output()
             .unwrap()
     };
-    let out = check("--check");
+    let out = script(&["--check"]);
     assert_eq!(out.status.code(), Some(1));
     let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&format!("README: {changed}")), "{said}");
+    assert!(script(&[]).status.success());
+    assert!(script(&["--check"]).status.success());
+    let written = std::fs::read_to_string(dir.path().join("README.md")).unwrap();
     assert!(
-        said.contains("| cold backup (fresh repository) |"),
-        "{said}"
-    );
-    // Written, the README then passes the check.
-    let written = Command::new("python3")
-        .arg(root().join("scripts/readme_tables.py"))
-        .arg(&run)
-        .current_dir(dir.path())
-        .status()
-        .unwrap();
-    assert!(written.success());
-    assert!(check("--check").status.success());
-    let after = std::fs::read_to_string(dir.path().join("README.md")).unwrap();
-    assert!(
-        after.contains(
-            table
-                .lines()
-                .find(|l| l.starts_with("| cold backup (fresh repository) |"))
-                .unwrap()
-        )
+        written == readme,
+        "writing the run's tables restores the README"
     );
 }
