@@ -67,7 +67,7 @@ pub(super) enum Target {
     Rows,
 }
 
-fn encode(pack: i64, e: &PackEntry) -> Rec {
+pub(super) fn encode(pack: i64, e: &PackEntry) -> Rec {
     let mut r = [0u8; REC];
     r[..32].copy_from_slice(&e.id.0);
     r[32..40].copy_from_slice(&(pack as u64).to_be_bytes());

@@ -25,7 +25,7 @@
 //! ends its own view ([`ReadView::renew`]) whenever it waits for a file.
 
 use super::BlobLocation;
-use super::cache::{BUSY_TIMEOUT, contains_on, lookup_on, tree_checked_on};
+use super::cache::{BUSY_TIMEOUT, contains_on, has_base_on, lookup_on, tree_checked_on};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use rusqlite::{Connection, OpenFlags};
@@ -45,6 +45,9 @@ pub struct ReadView {
     began: Option<Instant>,
     /// Pack IDs by number, as the open view has them.
     packs: HashMap<i64, Id>,
+    /// Whether the open view holds a base (asked at its first miss: a
+    /// cache without one answers a miss with one search instead of two).
+    base: Option<bool>,
 }
 
 impl ReadView {
@@ -68,6 +71,7 @@ impl ReadView {
             path: path.to_path_buf(),
             began: None,
             packs: HashMap::new(),
+            base: None,
         })
     }
 
@@ -75,7 +79,12 @@ impl ReadView {
     /// current view sees it ([`super::Index::contains`] asks the same).
     pub fn contains(&mut self, id: &Id) -> Result<bool> {
         self.begin()?;
-        contains_on(&self.conn, id).map_err(|e| Error::sqlite(&self.path, e))
+        let sq = |e| Error::sqlite(&self.path, e);
+        let base = match self.base {
+            Some(b) => b,
+            None => *self.base.insert(has_base_on(&self.conn).map_err(sq)?),
+        };
+        contains_on(&self.conn, id, base).map_err(sq)
     }
 
     /// Where blob `id` is stored, as the current view sees it
@@ -96,8 +105,10 @@ impl ReadView {
     /// then (after this process's own packer has indexed what it wrote).
     pub fn renew(&mut self) -> Result<()> {
         if self.began.take().is_some() {
-            // A pack forgotten meanwhile may leave its number to another.
+            // A pack forgotten meanwhile may leave its number to another,
+            // and a base may have come or gone.
             self.packs.clear();
+            self.base = None;
             self.conn
                 .execute_batch("COMMIT")
                 .map_err(|e| Error::sqlite(&self.path, e))?;
