@@ -1453,14 +1453,7 @@ mod tests {
         assert!(!reader.contains(&id("blob", 5)).unwrap());
         // Blob 5, in pack 0, as one block of a base (as a bulk first open
         // stores blobs).
-        let num: i64 = idx
-            .conn
-            .query_row(
-                "SELECT num FROM packs WHERE id = ?1",
-                params![id("pack", 0).0],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let num = pack_query(&idx, "SELECT num FROM packs WHERE id = ?1", "pack", 0);
         let rec = super::super::bulk::encode(
             num,
             &PackEntry {
@@ -1499,24 +1492,7 @@ mod tests {
     fn a_large_first_absorb_keeps_the_blob_indexes() {
         let dir = tempfile::tempdir().unwrap();
         let mut idx = Index::open(&dir.path().join("index.sqlite")).unwrap();
-        let seg = IndexSegment {
-            packs: (0..80u64)
-                .map(|p| IndexPack {
-                    id: id("pack", p),
-                    size: 100_000,
-                    blobs: (0..64u64)
-                        .map(|j| PackEntry {
-                            ty: BlobType::Data,
-                            id: id("blob", p * 64 + j),
-                            offset: j * 100,
-                            stored_len: 100,
-                            plain_len: 200,
-                            compression: 1,
-                        })
-                        .collect(),
-                })
-                .collect(),
-        };
+        let seg = data_segment(80, 64);
         const { assert!(80 * 64 >= REBUILD_ROWS) };
         let indexes = |idx: &Index| -> Vec<String> {
             let mut st = idx
@@ -1554,14 +1530,12 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("blobs_by_pack"), "{plan}");
-        let in_pack: i64 = idx
-            .conn
-            .query_row(
-                "SELECT count(*) FROM blobs b JOIN packs p ON p.num = b.pack WHERE p.id = ?1",
-                params![id("pack", 3).0],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let in_pack = pack_query(
+            &idx,
+            "SELECT count(*) FROM blobs b JOIN packs p ON p.num = b.pack WHERE p.id = ?1",
+            "pack",
+            3,
+        );
         assert_eq!(in_pack, 64);
         let integrity: String = idx
             .conn
@@ -1570,17 +1544,30 @@ mod tests {
         assert_eq!(integrity, "ok");
     }
 
+    /// The number `sql` answers about the ID `id(tag, n)`.
+    fn pack_query(idx: &Index, sql: &str, tag: &str, n: u64) -> i64 {
+        idx.conn
+            .query_row(sql, params![id(tag, n).0], |r| r.get(0))
+            .unwrap()
+    }
+
     /// Blobs 0..32 in packs 0..4, eight to a pack, 100 bytes apart.
     fn four_pack_segment() -> IndexSegment {
+        data_segment(4, 8)
+    }
+
+    /// Blobs numbered from 0 in `packs` packs numbered from 0, `per` to a
+    /// pack, 100 bytes apart.
+    fn data_segment(packs: u64, per: u64) -> IndexSegment {
         let mut seg = IndexSegment::default();
-        for p in 0..4u64 {
+        for p in 0..packs {
             seg.packs.push(IndexPack {
                 id: id("pack", p),
                 size: 10_000,
-                blobs: (0..8u64)
+                blobs: (0..per)
                     .map(|j| PackEntry {
                         ty: BlobType::Data,
-                        id: id("blob", p * 8 + j),
+                        id: id("blob", p * per + j),
                         offset: j * 100,
                         stored_len: 100,
                         plain_len: 200,
