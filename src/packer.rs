@@ -292,8 +292,22 @@ impl<'r> Packer<'r> {
     /// known only to this packer (`in_pack`): the shared cache holds nothing
     /// a segment does not list.
     pub fn flush_segment(&mut self) -> Result<()> {
+        if let Some(seg) = self.write_segment()? {
+            for p in &seg.packs {
+                for b in &p.blobs {
+                    self.in_pack.remove(&b.id);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Packer::flush_segment`] without forgetting its blobs in `in_pack`
+    /// (the caller does, or the packer is finished); the segment written,
+    /// if there was anything to write.
+    fn write_segment(&mut self) -> Result<Option<IndexSegment>> {
         if self.unsegmented.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let seg = IndexSegment {
             packs: std::mem::take(&mut self.unsegmented),
@@ -304,19 +318,16 @@ impl<'r> Packer<'r> {
         self.repo
             .index()?
             .absorb_writing(&seg, || index::write_segment(backend, keys, &seg))?;
-        for p in &seg.packs {
-            for b in &p.blobs {
-                self.in_pack.remove(&b.id);
-            }
-        }
-        Ok(())
+        Ok(Some(seg))
     }
 
     /// Flushes everything: the open pack, every upload, then the segment.
     pub fn finish(mut self) -> Result<PackerStats> {
         self.flush_pack()?;
         self.collect(true)?;
-        self.flush_segment()?;
+        // The packer ends here: which blobs its segments list no longer
+        // matters (a first backup would remove every blob it stored).
+        self.write_segment()?;
         Ok(self.stats)
     }
 }

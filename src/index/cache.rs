@@ -1018,25 +1018,57 @@ fn insert_unlisted(
     if rebuild {
         tx.execute_batch(DROP_BLOB_INDEXES)?;
     }
-    let mut st = tx.prepare_cached(
-        "INSERT OR IGNORE INTO blobs(id, pack, type, offset, stored_len, plain_len, compression)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?;
-    for (b, num) in rows {
-        st.execute(params![
-            b.id.0,
-            num,
-            b.ty as u8,
-            b.offset as i64,
-            b.stored_len as i64,
-            b.plain_len as i64,
-            b.compression
-        ])?;
+    // Many rows per statement: one step of the statement per batch instead
+    // of one per row (57 k rows into a fresh cache, the end of a first
+    // backup: 69-70 ms before, 55-58 ms with batches of 64).
+    let mut batches = rows.chunks_exact(INSERT_BATCH);
+    if batches.len() > 0 {
+        let mut st = tx.prepare_cached(&insert_blobs_sql(INSERT_BATCH))?;
+        for batch in &mut batches {
+            bind_rows(&mut st, batch)?;
+            st.raw_execute()?;
+        }
+    }
+    let rest = batches.remainder();
+    if !rest.is_empty() {
+        let mut st = tx.prepare_cached(&insert_blobs_sql(1))?;
+        for row in rest.chunks(1) {
+            bind_rows(&mut st, row)?;
+            st.raw_execute()?;
+        }
     }
     if rebuild {
         tx.execute_batch(BLOB_INDEXES)?;
     }
     Ok(nums)
+}
+
+/// Rows of `blobs` one statement of [`insert_unlisted`] inserts.
+const INSERT_BATCH: usize = 64;
+
+/// `INSERT OR IGNORE` of `rows` rows of `blobs`.
+fn insert_blobs_sql(rows: usize) -> String {
+    let one = "(?,?,?,?,?,?,?)";
+    let values = vec![one; rows].join(",");
+    format!(
+        "INSERT OR IGNORE INTO blobs(id, pack, type, offset, stored_len, plain_len, compression)
+         VALUES {values}"
+    )
+}
+
+/// Binds `rows` (blob, pack number) to [`insert_blobs_sql`] of as many rows.
+fn bind_rows(st: &mut rusqlite::Statement<'_>, rows: &[(&PackEntry, i64)]) -> rusqlite::Result<()> {
+    for (i, (b, num)) in rows.iter().enumerate() {
+        let at = i * 7;
+        st.raw_bind_parameter(at + 1, b.id.0)?;
+        st.raw_bind_parameter(at + 2, num)?;
+        st.raw_bind_parameter(at + 3, b.ty as u8)?;
+        st.raw_bind_parameter(at + 4, b.offset as i64)?;
+        st.raw_bind_parameter(at + 5, b.stored_len as i64)?;
+        st.raw_bind_parameter(at + 6, b.plain_len as i64)?;
+        st.raw_bind_parameter(at + 7, b.compression)?;
+    }
+    Ok(())
 }
 
 /// Fewest rows [`insert_unlisted`] puts into an empty table before
@@ -1485,6 +1517,49 @@ mod tests {
         );
         assert!(!reader.contains(&id("blob", 6)).unwrap());
         assert!(reader.contains(&id("blob", 0)).unwrap());
+    }
+
+    /// Rows go in `INSERT_BATCH` to a statement and the rest one by one:
+    /// every field of every row lands in its column (each field differs
+    /// from row to row), and a pack a second segment lists again is not
+    /// inserted twice.
+    #[test]
+    fn batched_inserts_keep_every_field_of_every_row() {
+        let d = tempfile::tempdir().unwrap();
+        let mut idx = Index::open(&d.path().join("c.sqlite")).unwrap();
+        let pack = |p: u64, blobs: std::ops::Range<u64>| IndexPack {
+            id: id("pack", p),
+            size: 1_000_000 + p,
+            blobs: blobs
+                .map(|j| PackEntry {
+                    ty: if j % 3 == 0 {
+                        BlobType::Tree
+                    } else {
+                        BlobType::Data
+                    },
+                    id: id("blob", j),
+                    offset: j * 7 + 1,
+                    stored_len: 1_000 + j as u32,
+                    plain_len: 5_000 + 3 * j as u32,
+                    compression: (j % 2) as u8,
+                })
+                .collect(),
+        };
+        let n = 2 * INSERT_BATCH as u64 + 5;
+        let first = IndexSegment {
+            packs: vec![pack(0, 0..10)],
+        };
+        idx.absorb(&id("seg", 0), &first).unwrap();
+        let second = IndexSegment {
+            packs: vec![pack(0, 0..10), pack(1, 10..n / 2), pack(2, n / 2..n)],
+        };
+        idx.absorb(&id("seg", 1), &second).unwrap();
+        assert!(idx.agrees_with(&id("seg", 0), &first).unwrap());
+        assert!(idx.agrees_with(&id("seg", 1), &second).unwrap());
+        assert_eq!(idx.blob_count().unwrap(), n);
+        let loc = idx.lookup(&id("blob", n - 1)).unwrap().unwrap();
+        assert_eq!(loc.pack, id("pack", 2));
+        assert_eq!(Some(&loc.entry), second.packs[2].blobs.last());
     }
 
     /// Many rows into an empty `blobs` go in without its secondary indexes,
