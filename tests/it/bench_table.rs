@@ -299,3 +299,69 @@ fn readme_tables_check_names_a_stale_line() {
         "writing the run's tables restores the README"
     );
 }
+
+/// The restore onto tmpfs is judged against the `zstd -dc | tar -x` timed
+/// beside its samples (`ref_untar_shm_pair`) where the run has them, not
+/// against the reference row's single sample minutes away; without them,
+/// against that sample.
+#[test]
+fn restore_onto_tmpfs_is_judged_against_the_pipeline_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_of = |pair: bool| -> String {
+        // Restores 1.0, 1.2, 1.1 s (median 1.1); the distant pipeline 0.8 s
+        // (1.38×); the pipelines beside them 1.0, 1.1, 1.05 s in run 1
+        // (median 1.05: 1.05×) and 0.9, 1.3, 1.0 s in run 2 (1.10×).
+        let mut csv = String::from("kind,name,tool,run,wall_s,rss_kib,bytes,value\n");
+        csv.push_str("meta,corpus_bytes,,,,,,1000000\n");
+        for run in [1, 2] {
+            for wall in ["1.0", "1.2", "1.1"] {
+                csv.push_str(&format!(
+                    "sample,restore_shm,larder,{run},{wall},1000,1000000,\n"
+                ));
+            }
+            csv.push_str(&format!(
+                "sample,snapshots,larder,{run},0.5,1000,,\n\
+                 sample,ref_tar_zstd,ref,{run},1,1000,1000000,\n\
+                 sample,ref_untar_shm,ref,{run},0.8,1000,1000000,\n"
+            ));
+            if pair {
+                let beside = if run == 1 {
+                    ["1.0", "1.1", "1.05"]
+                } else {
+                    ["0.9", "1.3", "1.0"]
+                };
+                for wall in beside {
+                    csv.push_str(&format!(
+                        "sample,ref_untar_shm_pair,ref,{run},{wall},1000,1000000,\n"
+                    ));
+                }
+            }
+        }
+        let raw = dir.path().join(format!("raw-{pair}.csv"));
+        std::fs::write(&raw, csv).unwrap();
+        python(&[&root().join("scripts/bench_table.py"), &raw])
+    };
+    let verdict = |table: &str| -> String {
+        table
+            .lines()
+            .find(|l| l.starts_with("| restore onto tmpfs within 1.1× of `zstd -dc \\| tar -x` |"))
+            .unwrap_or_else(|| panic!("no restore-onto-tmpfs target in\n{table}"))
+            .to_string()
+    };
+    let paired = table_of(true);
+    let v = verdict(&paired);
+    assert!(
+        v.contains("larder / pipeline beside it: 1.05×, 1.10×"),
+        "{v}"
+    );
+    assert!(v.ends_with("| **met** |"), "{v}");
+    assert!(
+        paired.contains("timed beside a `zstd -dc ARCHIVE | tar -x`"),
+        "the method says so"
+    );
+    let apart = table_of(false);
+    let v = verdict(&apart);
+    assert!(v.contains("larder / pipeline: 1.38×, 1.38×"), "{v}");
+    assert!(v.ends_with("| **not met** |"), "{v}");
+    assert!(!apart.contains("beside a `zstd -dc"));
+}
