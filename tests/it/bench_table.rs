@@ -37,6 +37,27 @@ fn sha256_hex(file: &Path) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// The table `scripts/bench_table.py` makes of `samples` (CSV lines after
+/// the header and the corpus size), written to `dir/name`.
+fn table_of_samples(dir: &Path, name: &str, samples: &str) -> String {
+    let raw = dir.join(name);
+    let csv = format!(
+        "kind,name,tool,run,wall_s,rss_kib,bytes,value\nmeta,corpus_bytes,,,,,,1000000\n{samples}"
+    );
+    std::fs::write(&raw, csv).unwrap();
+    python(&[&root().join("scripts/bench_table.py"), &raw])
+}
+
+/// The line of `table` whose target is `target`.
+fn target_line(table: &str, target: &str) -> String {
+    let head = format!("| {target} |");
+    table
+        .lines()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("no target {target:?} in\n{table}"))
+        .to_string()
+}
+
 /// Regenerates `dir/table.md` from `dir/raw.csv` and compares.
 fn check_dir(dir: &Path) {
     let raw = dir.join("raw.csv");
@@ -172,8 +193,7 @@ fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
     let table_of = |pair: bool| -> String {
         // Restore 10 s; the distant copy 5 s (2×); the copy beside it 8 s
         // in run 1 and 9 s in run 2 (1.25×, 1.11×).
-        let mut csv = String::from("kind,name,tool,run,wall_s,rss_kib,bytes,value\n");
-        csv.push_str("meta,corpus_bytes,,,,,,1000000\n");
+        let mut csv = String::new();
         for run in [1, 2] {
             csv.push_str(&format!(
                 "sample,restore_disk,larder,{run},10,1000,1000000,\n\
@@ -188,17 +208,9 @@ fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
                 ));
             }
         }
-        let raw = dir.path().join(format!("raw-{pair}.csv"));
-        std::fs::write(&raw, csv).unwrap();
-        python(&[&root().join("scripts/bench_table.py"), &raw])
+        table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
-    let verdict = |table: &str| -> String {
-        table
-            .lines()
-            .find(|l| l.starts_with("| restore onto disk within 1.5× of `cp -a` |"))
-            .unwrap_or_else(|| panic!("no restore-onto-disk target in\n{table}"))
-            .to_string()
-    };
+    let verdict = |table: &str| target_line(table, "restore onto disk within 1.5× of `cp -a`");
     let paired = table_of(true);
     let v = verdict(&paired);
     assert!(
@@ -311,8 +323,7 @@ fn restore_onto_tmpfs_is_judged_against_the_pipeline_beside_it() {
         // Restores 1.0, 1.2, 1.1 s (median 1.1); the distant pipeline 0.8 s
         // (1.38×); the pipelines beside them 1.0, 1.1, 1.05 s in run 1
         // (median 1.05: 1.05×) and 0.9, 1.3, 1.0 s in run 2 (1.10×).
-        let mut csv = String::from("kind,name,tool,run,wall_s,rss_kib,bytes,value\n");
-        csv.push_str("meta,corpus_bytes,,,,,,1000000\n");
+        let mut csv = String::new();
         for run in [1, 2] {
             for wall in ["1.0", "1.2", "1.1"] {
                 csv.push_str(&format!(
@@ -337,16 +348,13 @@ fn restore_onto_tmpfs_is_judged_against_the_pipeline_beside_it() {
                 }
             }
         }
-        let raw = dir.path().join(format!("raw-{pair}.csv"));
-        std::fs::write(&raw, csv).unwrap();
-        python(&[&root().join("scripts/bench_table.py"), &raw])
+        table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
-    let verdict = |table: &str| -> String {
-        table
-            .lines()
-            .find(|l| l.starts_with("| restore onto tmpfs within 1.1× of `zstd -dc \\| tar -x` |"))
-            .unwrap_or_else(|| panic!("no restore-onto-tmpfs target in\n{table}"))
-            .to_string()
+    let verdict = |table: &str| {
+        target_line(
+            table,
+            "restore onto tmpfs within 1.1× of `zstd -dc \\| tar -x`",
+        )
     };
     let paired = table_of(true);
     let v = verdict(&paired);
