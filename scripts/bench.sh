@@ -393,7 +393,7 @@ slot() { # TOOL RUN
     # larder's restore onto tmpfs is judged against the pipeline timed
     # right beside each of its samples (before it and after it in turn):
     # the pipeline's single sample in the reference rows is minutes away,
-    # and it varied 0.97-2.76 s over four runs.
+    # and it varied 0.97-4.02 s from 2026-12-04-b to 2026-12-04-f.
     local k
     for ((k = 1; k <= REPEAT; k++)); do
         if [ "$t" = larder ] && (((r + k) % 2 == 0)); then untar_beside "$r"; fi
