@@ -125,19 +125,13 @@ pub(super) fn seek_key(id: &Id) -> [u8; 40] {
     k
 }
 
-/// Inserts one row into `blobs` (the prepared statement of [`load`]); a
-/// row that does not decode (it cannot: this module encoded it) is skipped.
+/// Inserts one row into `blobs` (a statement of
+/// [`super::cache::insert_blobs_sql`] of one row); a row that does not
+/// decode (it cannot: this module encoded it) is skipped.
 pub(super) fn insert(st: &mut rusqlite::CachedStatement<'_>, r: &Rec) -> rusqlite::Result<()> {
     if let Some((pack, e)) = decode(r) {
-        st.execute(params![
-            e.id.0,
-            pack,
-            e.ty as u8,
-            e.offset as i64,
-            e.stored_len as i64,
-            e.plain_len as i64,
-            e.compression
-        ])?;
+        super::cache::bind_rows(st, &[(&e, pack)])?;
+        st.raw_execute()?;
     }
     Ok(())
 }
@@ -379,16 +373,13 @@ pub(super) fn load(
     match target {
         Target::Base => write_blocks(tx, runs).map_err(|e| e.with_db(db)),
         Target::Rows => {
-            let mut st = tx.prepare_cached(INSERT_ROW).map_err(sq)?;
+            let mut st = tx
+                .prepare_cached(&super::cache::insert_blobs_sql(1))
+                .map_err(sq)?;
             runs.merge(|r| insert(&mut st, r).map_err(sq))
         }
     }
 }
-
-/// The statement [`insert`] runs.
-pub(super) const INSERT_ROW: &str =
-    "INSERT OR IGNORE INTO blobs(id, pack, type, offset, stored_len, plain_len, compression)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 /// An error of [`write_blocks`]: SQLite's or the temporary file's.
 enum BlockError {

@@ -670,7 +670,7 @@ impl Index {
             let mut blocks = tx
                 .prepare("SELECT rows FROM blob_base ORDER BY first")
                 .map_err(sq)?;
-            let mut ins = tx.prepare_cached(bulk::INSERT_ROW).map_err(sq)?;
+            let mut ins = tx.prepare_cached(&insert_blobs_sql(1)).map_err(sq)?;
             let mut rows = blocks.query([]).map_err(sq)?;
             while let Some(r) = rows.next().map_err(sq)? {
                 let block = r.get_ref(0).and_then(|v| Ok(v.as_blob()?)).map_err(sq)?;
@@ -1046,8 +1046,8 @@ fn insert_unlisted(
 /// Rows of `blobs` one statement of [`insert_unlisted`] inserts.
 const INSERT_BATCH: usize = 64;
 
-/// `INSERT OR IGNORE` of `rows` rows of `blobs`.
-fn insert_blobs_sql(rows: usize) -> String {
+/// `INSERT OR IGNORE` of `rows` rows of `blobs` (bound by [`bind_rows`]).
+pub(super) fn insert_blobs_sql(rows: usize) -> String {
     let one = "(?,?,?,?,?,?,?)";
     let values = vec![one; rows].join(",");
     format!(
@@ -1057,7 +1057,10 @@ fn insert_blobs_sql(rows: usize) -> String {
 }
 
 /// Binds `rows` (blob, pack number) to [`insert_blobs_sql`] of as many rows.
-fn bind_rows(st: &mut rusqlite::Statement<'_>, rows: &[(&PackEntry, i64)]) -> rusqlite::Result<()> {
+pub(super) fn bind_rows(
+    st: &mut rusqlite::Statement<'_>,
+    rows: &[(&PackEntry, i64)],
+) -> rusqlite::Result<()> {
     for (i, (b, num)) in rows.iter().enumerate() {
         let at = i * 7;
         st.raw_bind_parameter(at + 1, b.id.0)?;
