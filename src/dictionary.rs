@@ -138,12 +138,70 @@ impl Dictionary {
     }
 }
 
+/// zstd's fastCover parameters [`train`] uses: segments of 1,024 bytes
+/// (`k`), made of 8-byte pieces (`d`), counted in a table of 2^16 entries
+/// (`f`). zstd's own default (`ZDICT_trainFromBuffer`) searches five
+/// values of `k` with a table of 2^20 entries, trains on three quarters
+/// of the samples and keeps the dictionary that compresses the last
+/// quarter best. On 2 MiB samples (file heads) of three trees (the
+/// benchmark's, `/usr/include`, `/usr/lib/python3`), one pass with these
+/// took 20-23 ms instead of 80-130 ms, its tables take 384 KiB instead of
+/// 6 MiB per pass, and the dictionary compressed up to 300 MiB of each
+/// tree's files at level 1 to 3.0 % and 2.2 % fewer bytes than the
+/// default's, and to 0.2 % more on the third.
+const FASTCOVER_K: u32 = 1024;
+const FASTCOVER_D: u32 = 8;
+const FASTCOVER_F: u32 = 16;
+
 /// Trains a dictionary of at most [`DICT_SIZE`] bytes from samples laid end
-/// to end in `data` (`sizes` gives each one's length). `None` when zstd
-/// finds too little to learn from.
+/// to end in `data` (`sizes` gives each one's length; they must add up to
+/// its length). `None` when zstd finds too little to learn from.
 pub fn train(data: &[u8], sizes: &[usize]) -> Option<Vec<u8>> {
-    let d = zstd::dict::from_continuous(data, sizes, DICT_SIZE).ok()?;
-    (d.len() >= 8 && d[..4] == ZSTD_DICT_MAGIC).then_some(d)
+    use zstd::zstd_safe::zstd_sys::{
+        ZDICT_fastCover_params_t, ZDICT_params_t, ZDICT_trainFromBuffer_fastCover,
+    };
+    let count = u32::try_from(sizes.len()).ok()?;
+    if count == 0 || sizes.iter().try_fold(0usize, |a, &n| a.checked_add(n)) != Some(data.len()) {
+        return None;
+    }
+    let params = ZDICT_fastCover_params_t {
+        k: FASTCOVER_K,
+        d: FASTCOVER_D,
+        f: FASTCOVER_F,
+        steps: 0,
+        nbThreads: 0,
+        splitPoint: 1.0,
+        accel: 1,
+        shrinkDict: 0,
+        shrinkDictMaxRegression: 0,
+        zParams: ZDICT_params_t {
+            compressionLevel: 0,
+            notificationLevel: 0,
+            dictID: 0,
+        },
+    };
+    let mut dict = vec![0u8; DICT_SIZE];
+    // SAFETY: zstd's safe wrapper has no call that takes these parameters.
+    // `dict` is writable for `dict.len()` bytes; `data` is readable for the
+    // sum of `sizes` bytes (checked above), and `sizes` holds `count`
+    // entries. zstd reads and writes nothing else, keeps no pointer after
+    // it returns, and reports every failure as an error code.
+    let len = unsafe {
+        ZDICT_trainFromBuffer_fastCover(
+            dict.as_mut_ptr().cast(),
+            dict.len(),
+            data.as_ptr().cast(),
+            sizes.as_ptr(),
+            count,
+            params,
+        )
+    };
+    // An error code is larger than any size that fits the buffer.
+    if len < 8 || len > dict.len() {
+        return None;
+    }
+    dict.truncate(len);
+    (dict[..4] == ZSTD_DICT_MAGIC).then_some(dict)
 }
 
 /// The zstd dictionary ID named in a frame's header, if any.
@@ -285,6 +343,21 @@ pub(crate) mod tests {
                 s.into_bytes()
             })
             .collect()
+    }
+
+    #[test]
+    fn training_refuses_sizes_that_do_not_add_up_to_the_samples() {
+        let c = corpus(200);
+        let sizes: Vec<usize> = c.iter().map(Vec::len).collect();
+        let data = c.concat();
+        assert!(train(&data, &sizes).is_some());
+        let mut long = sizes.clone();
+        long[0] += 1;
+        assert!(train(&data, &long).is_none(), "one byte past the samples");
+        assert!(train(&data, &sizes[1..]).is_none(), "one sample short");
+        assert!(train(&data, &[]).is_none());
+        let huge = [usize::MAX, data.len().wrapping_add(1)];
+        assert!(train(&data, &huge).is_none(), "a sum that overflows");
     }
 
     #[test]
