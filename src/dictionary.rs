@@ -145,7 +145,7 @@ impl Dictionary {
 /// of the samples and keeps the dictionary that compresses the last
 /// quarter best. On 2 MiB samples (file heads) of three trees (the
 /// benchmark's, `/usr/include`, `/usr/lib/python3`), one pass with these
-/// took 20-23 ms instead of 80-130 ms, its tables take 384 KiB instead of
+/// took 15-24 ms instead of 83-134 ms, its tables take 384 KiB instead of
 /// 6 MiB per pass, and the dictionary compressed up to 300 MiB of each
 /// tree's files at level 1 to 3.0 % and 2.2 % fewer bytes than the
 /// default's, and to 0.2 % more on the third.
