@@ -231,7 +231,7 @@ fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
 
 /// The run the README takes its tables from (`Tables from run NAME (`):
 /// the latest, unless it says why a later one is not tabled.
-fn latest_run() -> String {
+fn tabled_run() -> String {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let line = readme
         .lines()
@@ -248,8 +248,8 @@ fn latest_run() -> String {
 /// issue 15's targets) are those of the run it names for them, cell
 /// for cell; `scripts/readme_tables.py` copies them.
 #[test]
-fn readme_tables_are_the_latest_runs() {
-    let run = root().join("bench/results").join(latest_run());
+fn readme_tables_are_the_tabled_runs() {
+    let run = root().join("bench/results").join(tabled_run());
     assert!(run.join("table.md").is_file(), "{}", run.display());
     let out = Command::new("python3")
         .arg(root().join("scripts/readme_tables.py"))
@@ -276,7 +276,7 @@ fn readme_tables_check_names_a_stale_line() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let table = root()
         .join("bench/results")
-        .join(latest_run())
+        .join(tabled_run())
         .join("table.md");
     let cold = readme
         .lines()
