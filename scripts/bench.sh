@@ -10,8 +10,10 @@
 # the examples it needs, builds the corpus from
 # what is on the machine (the Rust toolchain's sysroot with its docs, plus
 # /usr/share/doc) and a seeded random file, runs every tool on every row in
-# rotating order after a warm-up, measures each pipeline stage alone and the
-# flatness of larder with a synthetic 10M-blob index, and writes
+# rotating order after a warm-up, measures each pipeline stage alone (beside
+# larder's cold backups, with a `tar | zstd` each: the cold backup's two
+# limits) and the flatness of larder with a synthetic 10M-blob index, and
+# writes
 #     bench/results/<date>/raw.csv     every sample (and the machine, versions)
 #     bench/results/<date>/raw.sha256  SHA-256 of raw.csv
 #     bench/results/<date>/table.md    scripts/bench_table.py raw.csv
@@ -163,6 +165,7 @@ meta small "$SMALL"
 meta runs "$RUNS"
 meta repeat "$REPEAT"
 meta cold_repeat "$COLD_REPEAT"
+if has_tool larder; then meta stages_beside 1; fi
 meta seed "$SEED"
 meta nproc "$(nproc)"
 meta cpu_model "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -327,6 +330,32 @@ cp_beside() {
     rm -rf "$W/cppair"
 }
 
+# stages_once RUN: each stage of a cold backup alone, one core, the same
+# data (rows stage_*: the machine's stage limit).
+stages_once() {
+    "$STAGES" --level "$ZSTD_LEVEL" "$CORPUS" > "$T/stages.json"
+    python3 -c 'import json,sys; [print(s["stage"], s["seconds"], s["bytes"]) for s in map(json.loads, open(sys.argv[1]))]' \
+        "$T/stages.json" > "$T/stages.txt"
+    local stage secs bytes
+    while read -r stage secs bytes; do
+        rec sample "stage_$stage" stages "$1" "$secs" "" "$bytes" ""
+        printf '  stage %-10s run %s: %8.3f s\n' "$stage" "$1" "$secs"
+    done < "$T/stages.txt"
+}
+
+# cold_limits_beside RUN: the cold backup's two limits, timed beside one of
+# larder's cold backups (before it or after it in turn): `tar | zstd` as the
+# row ref_tar_zstd_pair, and the stages alone. Timed minutes apart instead,
+# the pipeline took 1.24-1.86 s over 2026-12-04-g..-j and the verdicts
+# against both limits moved with the minute.
+cold_limits_beside() {
+    warm_corpus
+    # shellcheck disable=SC2016
+    CMD=(sh -c 'tar -C "$1" -cf - "$2" | zstd -3 -T2 -c > /dev/null' sh "$(dirname "$CORPUS")" "$(basename "$CORPUS")")
+    measure ref_tar_zstd_pair ref "$1" "$CORPUS_BYTES" ""
+    stages_once "$1"
+}
+
 # untar_beside RUN: `zstd -dc ARCHIVE | tar -x` onto tmpfs as the row
 # ref_untar_shm_pair (the restore onto tmpfs's limit, timed beside it).
 untar_beside() {
@@ -364,8 +393,10 @@ slot() { # TOOL RUN
     for ((k = 1; k <= COLD_REPEAT; k++)); do
         drop_repo "$t" main
         tool_init "$t"
+        if [ "$t" = larder ] && (((r + k) % 2 == 0)); then cold_limits_beside "$r"; fi
         warm_corpus
         cmd_backup "$t" s1 "$CORPUS"; measure cold_backup "$t" "$r" "$CORPUS_BYTES" ""
+        if [ "$t" = larder ] && (((r + k) % 2 == 1)); then cold_limits_beside "$r"; fi
     done
     local rsize
     rsize=$(size_of "$(repo_dir "$t" main)")
@@ -547,16 +578,11 @@ part main && for ((r = 1; r <= RUNS; r++)); do
     # shellcheck disable=SC2016
     CMD=(sh -c 'find "$1" -type f -print0 | xargs -0 cat > /dev/null' sh "$CORPUS")
     measure read_cat stages "$r" "$CORPUS_BYTES" ""
-    # As often as the cold backup they are the limit of (the median counts).
-    for ((k = 1; k <= COLD_REPEAT; k++)); do
-        "$STAGES" --level "$ZSTD_LEVEL" "$CORPUS" > "$T/stages.json"
-        python3 -c 'import json,sys; [print(s["stage"], s["seconds"], s["bytes"]) for s in map(json.loads, open(sys.argv[1]))]' \
-            "$T/stages.json" > "$T/stages.txt"
-        while read -r stage secs bytes; do
-            rec sample "stage_$stage" stages "$r" "$secs" "" "$bytes" ""
-            printf '  stage %-10s run %s: %8.3f s\n' "$stage" "$r" "$secs"
-        done < "$T/stages.txt"
-    done
+    # As often as the cold backup they are the limit of (the median
+    # counts); beside larder's cold backups when larder is in the run.
+    if ! has_tool larder; then
+        for ((k = 1; k <= COLD_REPEAT; k++)); do stages_once "$r"; done
+    fi
 done
 
 # ---------------------------------------------------------------- prune

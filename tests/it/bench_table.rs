@@ -374,3 +374,62 @@ fn restore_onto_tmpfs_is_judged_against_the_pipeline_beside_it() {
     assert!(v.ends_with("| **not met** |"), "{v}");
     assert!(!apart.contains("beside a `zstd -dc"));
 }
+
+/// The cold backup is judged against the `tar | zstd` timed beside its
+/// samples (`ref_tar_zstd_pair`) where the run has them, not against the
+/// reference row's samples minutes away; without them, against those.
+#[test]
+fn cold_backup_is_judged_against_the_pipeline_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let table_of = |pair: bool| -> String {
+        // Cold backups 1.5, 1.7, 1.6 s (median 1.6); the distant pipeline
+        // 1.0 s (1.60×); the pipelines beside them 1.4, 1.3, 1.5 s in run 1
+        // (median 1.4: 1.14×) and 1.2, 1.6, 1.25 s in run 2 (1.28×).
+        let mut csv = String::new();
+        for run in [1, 2] {
+            for wall in ["1.5", "1.7", "1.6"] {
+                csv.push_str(&format!(
+                    "sample,cold_backup,larder,{run},{wall},1000,1000000,\n"
+                ));
+            }
+            csv.push_str(&format!(
+                "sample,snapshots,larder,{run},0.5,1000,,\n\
+                 sample,ref_tar_zstd,ref,{run},1.0,1000,1000000,\n"
+            ));
+            if pair {
+                let beside = if run == 1 {
+                    ["1.4", "1.3", "1.5"]
+                } else {
+                    ["1.2", "1.6", "1.25"]
+                };
+                for wall in beside {
+                    csv.push_str(&format!(
+                        "sample,ref_tar_zstd_pair,ref,{run},{wall},1000,1000000,\n"
+                    ));
+                }
+            }
+        }
+        table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
+    };
+    let verdict =
+        |table: &str| target_line(table, "cold backup within 1.2× of `tar \\| zstd -3 -T2`");
+    let paired = table_of(true);
+    let v = verdict(&paired);
+    assert!(
+        v.contains("larder / pipeline beside it: 1.14×, 1.28×"),
+        "{v}"
+    );
+    assert!(v.ends_with("| **not met** |"), "run 2 misses: {v}");
+    assert!(
+        paired.contains("timed beside a `tar | zstd` and a run of the stages alone"),
+        "the method says so"
+    );
+    assert!(
+        paired.contains("timed beside each of larder's cold backups"),
+        "the pipeline beside has its reference row"
+    );
+    let apart = table_of(false);
+    let v = verdict(&apart);
+    assert!(v.contains("larder / pipeline: 1.60×, 1.60×"), "{v}");
+    assert!(!apart.contains("timed beside a `tar | zstd`"));
+}
