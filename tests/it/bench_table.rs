@@ -313,6 +313,33 @@ fn readme_tables_check_names_a_stale_line() {
     );
 }
 
+/// Samples of two runs for a verdict judged against a reference pipeline:
+/// larder's `row` at `walls` in each run, its open cost, the distant
+/// reference samples `distant` (row, wall) and, given `beside`, run 1's
+/// and run 2's samples of the `pair` row timed beside larder's.
+fn paired_samples(
+    row: &str,
+    walls: &[&str],
+    distant: &[(&str, &str)],
+    pair: &str,
+    beside: Option<[[&str; 3]; 2]>,
+) -> String {
+    let mut csv = String::new();
+    for run in [1, 2] {
+        for wall in walls {
+            csv.push_str(&format!("sample,{row},larder,{run},{wall},1000,1000000,\n"));
+        }
+        csv.push_str(&format!("sample,snapshots,larder,{run},0.5,1000,,\n"));
+        for (name, wall) in distant {
+            csv.push_str(&format!("sample,{name},ref,{run},{wall},1000,1000000,\n"));
+        }
+        for wall in beside.as_ref().map_or(&[][..], |b| &b[run - 1][..]) {
+            csv.push_str(&format!("sample,{pair},ref,{run},{wall},1000,1000000,\n"));
+        }
+    }
+    csv
+}
+
 /// The restore onto tmpfs is judged against the `zstd -dc | tar -x` timed
 /// beside its samples (`ref_untar_shm_pair`) where the run has them, not
 /// against the reference row's single sample minutes away; without them,
@@ -324,31 +351,13 @@ fn restore_onto_tmpfs_is_judged_against_the_pipeline_beside_it() {
         // Restores 1.0, 1.2, 1.1 s (median 1.1); the distant pipeline 0.8 s
         // (1.38×); the pipelines beside them 1.0, 1.1, 1.05 s in run 1
         // (median 1.05: 1.05×) and 0.9, 1.3, 1.0 s in run 2 (1.10×).
-        let mut csv = String::new();
-        for run in [1, 2] {
-            for wall in ["1.0", "1.2", "1.1"] {
-                csv.push_str(&format!(
-                    "sample,restore_shm,larder,{run},{wall},1000,1000000,\n"
-                ));
-            }
-            csv.push_str(&format!(
-                "sample,snapshots,larder,{run},0.5,1000,,\n\
-                 sample,ref_tar_zstd,ref,{run},1,1000,1000000,\n\
-                 sample,ref_untar_shm,ref,{run},0.8,1000,1000000,\n"
-            ));
-            if pair {
-                let beside = if run == 1 {
-                    ["1.0", "1.1", "1.05"]
-                } else {
-                    ["0.9", "1.3", "1.0"]
-                };
-                for wall in beside {
-                    csv.push_str(&format!(
-                        "sample,ref_untar_shm_pair,ref,{run},{wall},1000,1000000,\n"
-                    ));
-                }
-            }
-        }
+        let csv = paired_samples(
+            "restore_shm",
+            &["1.0", "1.2", "1.1"],
+            &[("ref_tar_zstd", "1"), ("ref_untar_shm", "0.8")],
+            "ref_untar_shm_pair",
+            pair.then_some([["1.0", "1.1", "1.05"], ["0.9", "1.3", "1.0"]]),
+        );
         table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
     let verdict = |table: &str| {
@@ -385,30 +394,13 @@ fn cold_backup_is_judged_against_the_pipeline_beside_it() {
         // Cold backups 1.5, 1.7, 1.6 s (median 1.6); the distant pipeline
         // 1.0 s (1.60×); the pipelines beside them 1.4, 1.3, 1.5 s in run 1
         // (median 1.4: 1.14×) and 1.2, 1.6, 1.25 s in run 2 (1.28×).
-        let mut csv = String::new();
-        for run in [1, 2] {
-            for wall in ["1.5", "1.7", "1.6"] {
-                csv.push_str(&format!(
-                    "sample,cold_backup,larder,{run},{wall},1000,1000000,\n"
-                ));
-            }
-            csv.push_str(&format!(
-                "sample,snapshots,larder,{run},0.5,1000,,\n\
-                 sample,ref_tar_zstd,ref,{run},1.0,1000,1000000,\n"
-            ));
-            if pair {
-                let beside = if run == 1 {
-                    ["1.4", "1.3", "1.5"]
-                } else {
-                    ["1.2", "1.6", "1.25"]
-                };
-                for wall in beside {
-                    csv.push_str(&format!(
-                        "sample,ref_tar_zstd_pair,ref,{run},{wall},1000,1000000,\n"
-                    ));
-                }
-            }
-        }
+        let csv = paired_samples(
+            "cold_backup",
+            &["1.5", "1.7", "1.6"],
+            &[("ref_tar_zstd", "1.0")],
+            "ref_tar_zstd_pair",
+            pair.then_some([["1.4", "1.3", "1.5"], ["1.2", "1.6", "1.25"]]),
+        );
         table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
     let verdict =
