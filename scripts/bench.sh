@@ -165,7 +165,6 @@ meta small "$SMALL"
 meta runs "$RUNS"
 meta repeat "$REPEAT"
 meta cold_repeat "$COLD_REPEAT"
-if has_tool larder; then meta stages_beside 1; fi
 meta seed "$SEED"
 meta nproc "$(nproc)"
 meta cpu_model "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
@@ -345,9 +344,10 @@ stages_once() {
 
 # cold_limits_beside RUN: the cold backup's two limits, timed beside one of
 # larder's cold backups (before it or after it in turn): `tar | zstd` as the
-# row ref_tar_zstd_pair, and the stages alone. Timed minutes apart instead,
-# the pipeline took 1.24-1.86 s over 2026-12-04-g..-j and the verdicts
-# against both limits moved with the minute.
+# row ref_tar_zstd_pair, and the stages alone. Timed at the start and the
+# end of each run instead, minutes away, they gave verdicts that moved with
+# the minute: 1.11-1.52x the pipeline and 69-106 % of the stage limit over
+# 2026-12-04-g..-j.
 cold_limits_beside() {
     warm_corpus
     # shellcheck disable=SC2016
