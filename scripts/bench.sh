@@ -332,8 +332,8 @@ cp_beside() {
 
 # prime_disk: an untimed `cp -a` of the tree onto disk, then `sync`. This
 # disk writes a burst fast after a rest and then slows down: whichever of
-# a back-to-back pair wrote first was faster (2026-12-04-b to -k: larder
-# 5.6-8.9 s first, 7.9-11.4 s second; `cp -a` 6.0-10.5 s first, 9.6-15.5 s
+# a back-to-back pair wrote first was faster (2026-12-04-b to -k, medians:
+# larder 7.01 s first, 9.26 s second; `cp -a` 10.35 s first, 12.27 s
 # second), so the verdict followed the order. Spending the burst before
 # every restore onto disk times each command, and its `cp -a`, at the
 # disk's sustained speed.
