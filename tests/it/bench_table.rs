@@ -186,7 +186,9 @@ fn issue15_verdicts_need_every_run() {
 
 /// The restore onto disk is judged against the `cp -a` timed back to back
 /// with it (`cp_disk_pair`) where the run has one, not against the
-/// reference row's copy minutes away; without it, against that copy.
+/// reference row's copy minutes away; without it, against that copy. A
+/// run whose disk was primed before each restore (meta `disk_primed`) says
+/// so in its method; a run without the mark does not claim it.
 #[test]
 fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -208,6 +210,9 @@ fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
                 ));
             }
         }
+        if pair {
+            csv.push_str("meta,disk_primed,,,,,,1\n");
+        }
         table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
     let verdict = |table: &str| target_line(table, "restore onto disk within 1.5× of `cp -a`");
@@ -222,11 +227,16 @@ fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
         paired.contains("timed back to back with a `cp -a`"),
         "the method says so"
     );
+    assert!(
+        paired.contains("spends the fast burst this disk writes after a rest"),
+        "the method names the primed disk"
+    );
     let apart = table_of(false);
     let v = verdict(&apart);
     assert!(v.contains("larder / `cp -a`: 2.00×, 2.00×"), "{v}");
     assert!(v.ends_with("| **not met** |"), "{v}");
     assert!(!apart.contains("back to back"));
+    assert!(!apart.contains("spends the fast burst"));
 }
 
 /// The run the README takes its tables from (`Tables from run NAME (`):
@@ -424,45 +434,4 @@ fn cold_backup_is_judged_against_the_pipeline_beside_it() {
     let v = verdict(&apart);
     assert!(v.contains("larder / pipeline: 1.60×, 1.60×"), "{v}");
     assert!(!apart.contains("timed beside a `tar | zstd`"));
-}
-
-/// A run whose disk was primed before each restore onto disk says so in
-/// its method, and the restore is judged against the `cp -a` beside it;
-/// a run without the mark (every run before it) does not claim it.
-#[test]
-fn a_primed_disk_is_named_in_the_method() {
-    let dir = tempfile::tempdir().unwrap();
-    let table_of = |primed: bool| -> String {
-        // Restores 8.0 s in both runs; the copies beside them 12.0 and
-        // 10.0 s; the distant copy 9.0 s.
-        let mut csv = paired_samples(
-            "restore_disk",
-            &["8.0"],
-            &[("ref_tar_zstd", "1")],
-            "cp_disk_pair",
-            None,
-        );
-        for (run, wall) in [(1, "12.0"), (2, "10.0")] {
-            csv.push_str(&format!(
-                "sample,cp_disk_pair,cp,{run},{wall},1000,1000000,\n"
-            ));
-            csv.push_str(&format!("sample,cp_disk,cp,{run},9.0,1000,1000000,\n"));
-        }
-        if primed {
-            csv.push_str("meta,disk_primed,,,,,,1\n");
-        }
-        table_of_samples(dir.path(), &format!("raw-{primed}.csv"), &csv)
-    };
-    let primed = table_of(true);
-    let v = target_line(&primed, "restore onto disk within 1.5× of `cp -a`");
-    assert!(
-        v.contains("larder / `cp -a` back to back: 0.67×, 0.80×"),
-        "{v}"
-    );
-    assert!(v.ends_with("| **met** |"), "{v}");
-    assert!(
-        primed.contains("spends the fast burst this disk writes after a rest"),
-        "the method says so"
-    );
-    assert!(!table_of(false).contains("spends the fast burst"));
 }
