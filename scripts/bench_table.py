@@ -414,7 +414,7 @@ def targets15(d):
         share = {k: corpus_b / (cold[k] - op[k]) / lim[k] for k in lim
                  if k in cold and k in op and cold[k] > op[k]}
         out.append(("cold backup ≥ 75 % of the machine's stage limit (work)",
-                    runs_list(share, lambda x: f"{x * 100:.0f} %"), all_runs(share, lambda x: x >= 0.75)))
+                    runs_list(share, lambda x: f"{x * 100:.1f} %"), all_runs(share, lambda x: x >= 0.75)))
     for name, label in [("second_backup", "unchanged re-backup"), ("incr_backup", "incremental backup"),
                         ("diff", "diff")]:
         for peer in [p for p in PEERS15 if p in tools]:
@@ -840,8 +840,8 @@ def render(d):
             share = corpus_b / t_cold / (cores / total)
             t_work = t_cold - open_cost(d, "larder")
             share_w = corpus_b / t_work / (cores / total) if t_work > 0 else None
-            sw = "n/a" if share_w is None else f"{share_w * 100:.0f} %"
-            w(f"| cold backup ≥ 75 % of the machine's limit | work {sw}, end to end {share * 100:.0f} % | "
+            sw = "n/a" if share_w is None else f"{share_w * 100:.1f} %"
+            w(f"| cold backup ≥ 75 % of the machine's limit | work {sw}, end to end {share * 100:.1f} % | "
               f"{verdict(None if share_w is None else share_w >= 0.75)} |")
         w("")
     if "larder" in tools and "restic" in tools and d.has("prune", "larder"):

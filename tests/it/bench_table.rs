@@ -435,3 +435,33 @@ fn cold_backup_is_judged_against_the_pipeline_beside_it() {
     assert!(v.contains("larder / pipeline: 1.60×, 1.60×"), "{v}");
     assert!(!apart.contains("timed beside a `tar | zstd`"));
 }
+
+/// The stage-limit verdict shows each run's share to a tenth of a percent:
+/// a run at 74.7 % is not met, and the table must not print it as 75 %.
+#[test]
+fn the_stage_limit_share_is_not_rounded_up_to_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each of the five stages alone: 0.1 s for the 1,000,000 bytes, so
+    // two cores reach 4 MB/s and the tree takes 0.25 s at the limit. Cold
+    // backups less the 0.5 s open: 0.3347 s (74.7 %), 0.3333 s (75.0 %).
+    let mut csv = String::new();
+    for (run, cold) in [(1, "0.8347"), (2, "0.8333")] {
+        csv.push_str(&format!(
+            "sample,cold_backup,larder,{run},{cold},1000,1000000,\n\
+             sample,snapshots,larder,{run},0.5,1000,,\n\
+             sample,ref_tar_zstd,ref,{run},1,1000,1000000,\n"
+        ));
+        for stage in ["read", "chunk", "hash", "compress", "encrypt"] {
+            csv.push_str(&format!(
+                "sample,stage_{stage},stages,{run},0.1,1000,1000000,\n"
+            ));
+        }
+    }
+    let table = table_of_samples(dir.path(), "raw.csv", &csv);
+    let v = target_line(
+        &table,
+        "cold backup ≥ 75 % of the machine's stage limit (work)",
+    );
+    assert!(v.contains("| 74.7 %, 75.0 % |"), "{v}");
+    assert!(v.ends_with("| **not met** |"), "run 1 misses: {v}");
+}
