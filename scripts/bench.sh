@@ -334,9 +334,9 @@ cp_beside() {
 # disk writes a burst fast after a rest and then slows down: each command
 # of a back-to-back pair was faster when it wrote first (2026-12-04-b to
 # -k, medians: larder 7.01 s first, 9.26 s second; `cp -a` 10.35 s first,
-# 12.27 s second), so the verdict followed the order. Spending the burst before
-# every restore onto disk times each command, and its `cp -a`, at the
-# disk's sustained speed.
+# 12.27 s second), so the verdict followed the order. Spending the burst
+# before every restore onto disk times each command, and its `cp -a`, at
+# the disk's sustained speed.
 prime_disk() {
     rm -rf "$W/prime"; mkdir -p "$W/prime"
     cp -a "$CORPUS" "$W/prime/"

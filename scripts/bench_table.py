@@ -628,7 +628,8 @@ def render(d):
          "this disk's speed drifts over minutes." if d.has("cp_disk_pair", "cp") else "")
       + (" Before every restore onto disk (each tool's) and before the reference `cp -a` onto disk, an "
          "untimed `cp -a` of the tree (then `sync`) spends the fast burst this disk writes after a rest, "
-         "so that each is timed at the disk's sustained speed." if m.get("disk_primed") == "1" else "")
+         "so that each is timed at the disk's sustained speed."
+         if m.get("disk_primed") == "1" and d.has("restore_disk", "larder") else "")
       + (" Each of larder's cold backups is timed beside a `tar | zstd` and a run of the stages alone "
          "(before it or after it in turn), and its two cold-backup limits are judged against those samples."
          if d.has("ref_tar_zstd_pair", "ref") else "")
