@@ -215,28 +215,17 @@ fn restore_onto_disk_is_judged_against_the_copy_beside_it() {
         }
         table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
-    let verdict = |table: &str| target_line(table, "restore onto disk within 1.5× of `cp -a`");
-    let paired = table_of(true);
-    let v = verdict(&paired);
-    assert!(
-        v.contains("larder / `cp -a` back to back: 1.25×, 1.11×"),
-        "{v}"
+    check_pairing(
+        "restore onto disk within 1.5× of `cp -a`",
+        &table_of(true),
+        ("larder / `cp -a` back to back: 1.25×, 1.11×", "met"),
+        &table_of(false),
+        ("larder / `cp -a`: 2.00×, 2.00×", "not met"),
+        &[
+            "timed back to back with a `cp -a`",
+            "spends the fast burst this disk writes after a rest",
+        ],
     );
-    assert!(v.ends_with("| **met** |"), "{v}");
-    assert!(
-        paired.contains("timed back to back with a `cp -a`"),
-        "the method says so"
-    );
-    assert!(
-        paired.contains("spends the fast burst this disk writes after a rest"),
-        "the method names the primed disk"
-    );
-    let apart = table_of(false);
-    let v = verdict(&apart);
-    assert!(v.contains("larder / `cp -a`: 2.00×, 2.00×"), "{v}");
-    assert!(v.ends_with("| **not met** |"), "{v}");
-    assert!(!apart.contains("back to back"));
-    assert!(!apart.contains("spends the fast burst"));
 }
 
 /// The run the README takes its tables from (`Tables from run NAME (`):
@@ -350,6 +339,31 @@ fn paired_samples(
     csv
 }
 
+/// One paired verdict, with and without the pair: in each table the line of
+/// `target` holds the measured text and ends with the verdict given; the
+/// paired table's method holds every phrase of `method`, the other none.
+fn check_pairing(
+    target: &str,
+    paired: &str,
+    (paired_measured, paired_verdict): (&str, &str),
+    apart: &str,
+    (apart_measured, apart_verdict): (&str, &str),
+    method: &[&str],
+) {
+    for (table, measured, verdict) in [
+        (paired, paired_measured, paired_verdict),
+        (apart, apart_measured, apart_verdict),
+    ] {
+        let v = target_line(table, target);
+        assert!(v.contains(&format!("| {measured} |")), "{v}");
+        assert!(v.ends_with(&format!("| **{verdict}** |")), "{v}");
+    }
+    for phrase in method {
+        assert!(paired.contains(phrase), "the method says {phrase:?}");
+        assert!(!apart.contains(phrase), "only with the pair: {phrase:?}");
+    }
+}
+
 /// The restore onto tmpfs is judged against the `zstd -dc | tar -x` timed
 /// beside its samples (`ref_untar_shm_pair`) where the run has them, not
 /// against the reference row's single sample minutes away; without them,
@@ -370,28 +384,14 @@ fn restore_onto_tmpfs_is_judged_against_the_pipeline_beside_it() {
         );
         table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
-    let verdict = |table: &str| {
-        target_line(
-            table,
-            "restore onto tmpfs within 1.1× of `zstd -dc \\| tar -x`",
-        )
-    };
-    let paired = table_of(true);
-    let v = verdict(&paired);
-    assert!(
-        v.contains("larder / pipeline beside it: 1.05×, 1.10×"),
-        "{v}"
+    check_pairing(
+        "restore onto tmpfs within 1.1× of `zstd -dc \\| tar -x`",
+        &table_of(true),
+        ("larder / pipeline beside it: 1.05×, 1.10×", "met"),
+        &table_of(false),
+        ("larder / pipeline: 1.38×, 1.38×", "not met"),
+        &["timed beside a `zstd -dc ARCHIVE | tar -x`"],
     );
-    assert!(v.ends_with("| **met** |"), "{v}");
-    assert!(
-        paired.contains("timed beside a `zstd -dc ARCHIVE | tar -x`"),
-        "the method says so"
-    );
-    let apart = table_of(false);
-    let v = verdict(&apart);
-    assert!(v.contains("larder / pipeline: 1.38×, 1.38×"), "{v}");
-    assert!(v.ends_with("| **not met** |"), "{v}");
-    assert!(!apart.contains("beside a `zstd -dc"));
 }
 
 /// The cold backup is judged against the `tar | zstd` timed beside its
@@ -413,27 +413,19 @@ fn cold_backup_is_judged_against_the_pipeline_beside_it() {
         );
         table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
-    let verdict =
-        |table: &str| target_line(table, "cold backup within 1.2× of `tar \\| zstd -3 -T2`");
-    let paired = table_of(true);
-    let v = verdict(&paired);
-    assert!(
-        v.contains("larder / pipeline beside it: 1.14×, 1.28×"),
-        "{v}"
+    // Run 2 misses, so the paired verdict is not met either.
+    check_pairing(
+        "cold backup within 1.2× of `tar \\| zstd -3 -T2`",
+        &table_of(true),
+        ("larder / pipeline beside it: 1.14×, 1.28×", "not met"),
+        &table_of(false),
+        ("larder / pipeline: 1.60×, 1.60×", "not met"),
+        &[
+            "timed beside a `tar | zstd` and a run of the stages alone",
+            // The pipeline beside has its own reference row.
+            "timed beside each of larder's cold backups",
+        ],
     );
-    assert!(v.ends_with("| **not met** |"), "run 2 misses: {v}");
-    assert!(
-        paired.contains("timed beside a `tar | zstd` and a run of the stages alone"),
-        "the method says so"
-    );
-    assert!(
-        paired.contains("timed beside each of larder's cold backups"),
-        "the pipeline beside has its reference row"
-    );
-    let apart = table_of(false);
-    let v = verdict(&apart);
-    assert!(v.contains("larder / pipeline: 1.60×, 1.60×"), "{v}");
-    assert!(!apart.contains("timed beside a `tar | zstd`"));
 }
 
 /// The stage-limit verdict shows each run's share to a tenth of a percent:
