@@ -14,6 +14,16 @@
 //! thread's own, read, opened and decoded) with the listing: the walk,
 //! which is the one thread an incremental backup waits for, then finds it
 //! ready instead of loading it between two directories.
+//!
+//! Asking wakes no one. A wake-up is a system call, and on a virtual
+//! machine an interrupt to the other core. Waking a pool thread for each
+//! request, an unchanged re-backup of a tree of 5,840 small directories
+//! (cargo's registry sources and the toolchain's libraries) spent 14 % of
+//! the walk's samples and 27 % of the pool's in `futex`, and took 0.29 to
+//! 0.34 s; waking it as below, 0.24 s. The pool
+//! works through what is queued and sleeps when it runs dry; the walk
+//! wakes it when the listing it needs next was not started, and makes
+//! that one itself meanwhile. Whoever claims a request first lists it.
 
 use super::exclude::DirRules;
 use crate::id::Id;
@@ -21,11 +31,12 @@ use crate::index::ReadView;
 use crate::localfs::{self, Anchor, stat::Stat};
 use crate::repository::Repository;
 use crate::tree::Tree;
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 use std::collections::BinaryHeap;
 use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::Scope;
 
@@ -90,12 +101,40 @@ pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listi
 }
 
 /// A listing on its way: taken with [`Pending::take`].
-pub(super) struct Pending(Receiver<io::Result<Listing>>);
+pub(super) struct Pending {
+    rx: Receiver<io::Result<Listing>>,
+    /// Set by whoever lists the directory: a pool thread or the walk.
+    claimed: Arc<AtomicBool>,
+    shared: Shared,
+}
 
 impl Pending {
-    /// The listing, waiting for it; listed here if the pool has stopped.
+    /// The listing: the pool's if it is done or under way (waiting for
+    /// it then), else made here, after waking the pool for the requests
+    /// behind it. Listed here too if the pool has stopped.
     pub(super) fn take(self, fs_path: &Path, rules: &DirRules) -> io::Result<Listing> {
-        self.0.recv().unwrap_or_else(|_| list(fs_path, Some(rules)))
+        match self.rx.try_recv() {
+            Ok(l) => return l,
+            Err(TryRecvError::Disconnected) => return list(fs_path, Some(rules)),
+            Err(TryRecvError::Empty) => {}
+        }
+        if !self.claimed.swap(true, AtomicOrdering::AcqRel) {
+            wake(&self.shared);
+            return list(fs_path, Some(rules));
+        }
+        self.rx
+            .recv()
+            .unwrap_or_else(|_| list(fs_path, Some(rules)))
+    }
+}
+
+/// Wakes as many sleeping pool threads as there are requests waiting.
+fn wake(shared: &Shared) {
+    let (lock, cv) = &**shared;
+    if let Ok(q) = lock.lock() {
+        for _ in 0..q.idle.min(q.waiting.len()) {
+            cv.notify_one();
+        }
     }
 }
 
@@ -106,6 +145,8 @@ struct Request {
     /// The parent snapshot's tree of the directory, to load with it.
     tree: Option<Id>,
     reply: Sender<io::Result<Listing>>,
+    /// Set by whoever lists the directory: a pool thread or the walk.
+    claimed: Arc<AtomicBool>,
 }
 
 impl PartialEq for Request {
@@ -133,9 +174,9 @@ impl Ord for Request {
 struct Queue {
     /// Served first in walk order.
     waiting: BinaryHeap<Request>,
-    /// Threads asleep on the condition variable: a request wakes one only
-    /// if there is one (a wake-up is a system call; a busy thread takes
-    /// the request when it comes back for the next).
+    /// Threads asleep on the condition variable (woken by the walk, see
+    /// [`Pending::take`]; a busy thread takes the next request when it
+    /// comes back for one).
     idle: usize,
     closed: bool,
 }
@@ -175,18 +216,20 @@ impl Ahead {
             return None;
         }
         let (reply, rx) = bounded(1);
-        let (lock, cv) = &*self.shared;
-        let mut q = lock.lock().ok()?;
+        let claimed = Arc::new(AtomicBool::new(false));
+        let mut q = self.shared.0.lock().ok()?;
         q.waiting.push(Request {
             path: path.to_path_buf(),
             fs_path: fs_path.to_path_buf(),
             tree,
             reply,
+            claimed: Arc::clone(&claimed),
         });
-        if q.idle > 0 {
-            cv.notify_one();
-        }
-        Some(Pending(rx))
+        Some(Pending {
+            rx,
+            claimed,
+            shared: Arc::clone(&self.shared),
+        })
     }
 }
 
@@ -217,6 +260,9 @@ fn serve(shared: &Shared, rules: &DirRules, repo: Option<&Repository>) {
                     return;
                 }
                 if let Some(r) = q.waiting.pop() {
+                    if r.claimed.swap(true, AtomicOrdering::AcqRel) {
+                        continue;
+                    }
                     break r;
                 }
                 if reading {
@@ -269,6 +315,15 @@ fn load_tree(repo: &Repository, view: &mut Option<ReadView>, id: &Id) -> Option<
 mod tests {
     use super::*;
 
+    /// Waits (at most 10 s) until `cond` holds.
+    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let start = std::time::Instant::now();
+        while !cond() {
+            assert!(start.elapsed().as_secs() < 10, "never: {what}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn listings_from_the_pool_match_listing_in_place() {
         let dir = tempfile::tempdir().unwrap();
@@ -284,30 +339,64 @@ mod tests {
                 .map(|e| (e.name.clone(), e.found.as_ref().unwrap().1.size))
                 .collect()
         };
+        let check = |p: &Path, got: io::Result<Listing>| {
+            let rules = DirRules::default();
+            match (got, list(p, Some(&rules))) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(names(&a), names(&b));
+                    assert_eq!(names(&a).len(), 2, "{}", p.display());
+                    assert_eq!(names(&a)[0].0, "y", "sorted by name");
+                }
+                (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
+                _ => panic!("{}: the pool and the walk disagree", p.display()),
+            }
+        };
         std::thread::scope(|s| {
             let ahead = Ahead::spawn(s, 2, &DirRules::default(), None);
-            let asked: Vec<_> = ["a", "b", "c", "missing"]
+            let idle = || ahead.shared.0.lock().unwrap().idle;
+            wait_until("both threads asleep", || idle() == 2);
+            let mut asked: Vec<_> = ["a", "b", "c", "missing"]
                 .iter()
                 .map(|d| {
                     let p = dir.path().join(d);
                     (p.clone(), ahead.ask(&p, &p, None).unwrap())
                 })
                 .collect();
+            // Asking woke no one: the first listing the walk takes was not
+            // started, so the walk makes it and wakes the pool for the rest.
+            let (p, first) = asked.remove(0);
+            assert!(first.rx.is_empty(), "asking woke the pool");
+            check(&p, first.take(&p, &DirRules::default()));
             for (p, pending) in asked {
-                let rules = DirRules::default();
-                match (pending.take(&p, &rules), list(&p, Some(&rules))) {
-                    (Ok(a), Ok(b)) => {
-                        assert_eq!(names(&a), names(&b));
-                        assert_eq!(names(&a).len(), 2, "{}", p.display());
-                        assert_eq!(names(&a)[0].0, "y", "sorted by name");
-                    }
-                    (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
-                    _ => panic!("{}: the pool and the walk disagree", p.display()),
-                }
+                wait_until("the pool answers", || !pending.rx.is_empty());
+                check(&p, pending.take(&p, &DirRules::default()));
             }
             // A path through a descriptor is left to the walk.
             let fd = Path::new("/proc/self/fd/3/x");
             assert!(ahead.ask(fd, fd, None).is_none());
+        });
+    }
+
+    /// A request the walk claimed stays in the queue, marked, so the pool
+    /// skips it instead of listing the directory a second time.
+    #[test]
+    fn a_listing_the_walk_makes_itself_is_claimed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("a")).unwrap();
+        std::fs::write(dir.path().join("a/f"), b"x").unwrap();
+        let a = dir.path().join("a");
+        std::thread::scope(|s| {
+            let ahead = Ahead::spawn(s, 0, &DirRules::default(), None);
+            let taken = ahead.ask(&a, &a, None).unwrap();
+            let left = ahead.ask(&dir.path().join("b"), &dir.path().join("b"), None);
+            let got = taken.take(&a, &DirRules::default()).unwrap();
+            assert_eq!(got.entries.len(), 1);
+            let mut q = ahead.shared.0.lock().unwrap();
+            let claimed: Vec<(PathBuf, bool)> = std::iter::from_fn(|| q.waiting.pop())
+                .map(|r| (r.path, r.claimed.load(AtomicOrdering::Acquire)))
+                .collect();
+            assert_eq!(claimed, [(a.clone(), true), (dir.path().join("b"), false)]);
+            drop(left);
         });
     }
 
@@ -325,9 +414,18 @@ mod tests {
         let rules = DirRules::default();
         std::thread::scope(|s| {
             let ahead = Ahead::spawn(s, 1, &rules, Some(&repo));
+            wait_until("the thread asleep", || {
+                ahead.shared.0.lock().unwrap().idle == 1
+            });
+            let first = ahead.ask(&src, &src, None).unwrap();
             let named = ahead.ask(&a, &a, Some(a_id)).unwrap();
             let unknown = ahead.ask(&a, &a, Some(Id([7; 32]))).unwrap();
             let none = ahead.ask(&a, &a, None).unwrap();
+            // The walk makes the first listing itself and wakes the pool.
+            assert!(first.take(&src, &rules).unwrap().old_tree.is_none());
+            for p in [&named, &unknown, &none] {
+                wait_until("the pool answers", || !p.rx.is_empty());
+            }
             let got = named.take(&a, &rules).unwrap();
             let (id, tree) = got.old_tree.expect("the named tree was not loaded");
             assert_eq!((id, &*tree), (a_id, &*a_tree));
