@@ -18,9 +18,9 @@
 //! Asking wakes no one. A wake-up is a system call, and on a virtual
 //! machine an interrupt to the other core. Waking a pool thread for each
 //! request, an unchanged re-backup of a tree of 5,840 small directories
-//! (cargo's registry sources and the toolchain's libraries) spent 14 % of
-//! the walk's samples and 27 % of the pool's in `futex`, and took 0.29 to
-//! 0.34 s; waking it as below, 0.24 s. The pool
+//! (cargo's registry sources and the toolchain's libraries) had a `futex`
+//! call in 32 % of the walk's samples and took 0.29 to 0.34 s; waking the
+//! pool as below, 16 % and 0.24 to 0.27 s. The pool
 //! works through what is queued and sleeps when it runs dry; the walk
 //! wakes it when the listing it needs next was not started, and makes
 //! that one itself meanwhile. Whoever claims a request first lists it.
