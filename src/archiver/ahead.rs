@@ -128,7 +128,11 @@ impl Pending {
     }
 }
 
-/// Wakes as many sleeping pool threads as there are requests waiting.
+/// Wakes as many sleeping pool threads as there are requests queued. The
+/// count includes requests already claimed (the one the walk just took,
+/// at least), which can wake a thread for nothing; counting only unclaimed
+/// ones was measured and made no difference (re-backup of the second
+/// tree, `bench/results/2026-12-05-wake`).
 fn wake(shared: &Shared) {
     let (lock, cv) = &**shared;
     if let Ok(q) = lock.lock() {
