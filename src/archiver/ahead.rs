@@ -1,56 +1,85 @@
 //! Directory listings read ahead of the walk. Listing a directory and
-//! `lstat`-ing each entry is most of a warm backup's system time; the walk
-//! asks a small pool of threads for the listings of the subdirectories it
-//! is about to enter (a few at a time per directory), and goes on with its
-//! own work meanwhile. Requests are served in walk order (the smallest
-//! path by components first: a depth-first walk in byte order of names
-//! needs them in that order), so the directory the walk will wait for next
-//! is never queued behind the others. The walk still decides what to enter and
-//! what to leave out; a listing it never takes is dropped. Outstanding
-//! requests are bounded by that window times the depth of the walk.
+//! `lstat`-ing each entry is most of a warm backup's system time; a small
+//! pool of threads makes the listings the walk is about to need while the
+//! walk goes on with its own work.
 //!
-//! When the parent snapshot has the directory, the walk names its old tree
-//! too, and the pool loads that (looked up on an index view of the
-//! thread's own, read, opened and decoded) with the listing: the walk,
-//! which is the one thread an incremental backup waits for, then finds it
-//! ready instead of loading it between two directories.
+//! The pool walks ahead on its own: with each listing it makes, it asks
+//! for the listings of the subdirectories the walk will enter (those the
+//! exclude patterns and `--one-file-system` leave in) and hands the walk
+//! their pending answers with it. Requests are served in walk order (the
+//! smallest path by components first: a depth-first walk in byte order of
+//! names needs them in that order), so the pool lists the tree in the
+//! order the walk comes to it. It stops once [`AHEAD`] listings wait for
+//! the walk, and goes on when the walk has taken half of them. The walk
+//! still decides what to enter; a listing it never takes is dropped.
+//!
+//! When the parent snapshot has a directory, the pool loads its old tree
+//! (looked up on an index view of the thread's own, read, opened and
+//! decoded) with the listing, and names each subdirectory's old tree from
+//! it: the walk, which is the one thread an incremental backup waits for,
+//! finds both ready instead of making them between two directories.
 //!
 //! Asking wakes no one. A wake-up is a system call, and on a virtual
-//! machine an interrupt to the other core. Waking a pool thread for each
-//! request, an unchanged re-backup of a tree of 5,840 small directories
-//! (cargo's registry sources and the toolchain's libraries) had a `futex`
-//! call in 32 % of the walk's samples and took 0.29 to 0.34 s; waking the
-//! pool as below, 16 % and 0.24 to 0.27 s. The pool
-//! works through what is queued and sleeps when it runs dry; the walk
-//! wakes it when the listing it needs next was not started, and makes
-//! that one itself meanwhile. Whoever claims a request first lists it.
+//! machine an interrupt to the other core. The pool sleeps when it has
+//! nothing to list or is [`AHEAD`] listings ahead; the walk wakes it when
+//! the listing it needs next was not started (and makes that one itself
+//! meanwhile, then asks for its subdirectories), or when it has taken
+//! half of what the pool listed ahead. Whoever claims a request first
+//! lists it.
+//!
+//! Measured on an unchanged re-backup of cargo's registry sources and the
+//! toolchain's libraries (5,840 small directories): a wake-up per request
+//! put a `futex` call in 32 % of the walk's samples; woken only at a miss
+//! with the walk asking a window of 8 subdirectories ahead, 16 % (see the
+//! README of `bench/results/2026-12-05-wake` for both).
 
-use super::exclude::DirRules;
+use super::exclude::Excluder;
 use crate::id::Id;
 use crate::index::ReadView;
 use crate::localfs::{self, Anchor, stat::Stat};
 use crate::repository::Repository;
-use crate::tree::Tree;
+use crate::tree::{NodeKind, Tree};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 use std::collections::BinaryHeap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::Scope;
 
-/// Subdirectories of one directory asked for ahead of the walk.
-pub(super) const WINDOW: usize = 8;
+/// Listings the pool makes ahead of the walk (made or being made, and not
+/// yet taken) before it stops: bounds the memory they hold.
+pub(super) const AHEAD: usize = 64;
 /// Page cache of a listing thread's view of the index, in KiB (it only
 /// looks up tree blobs, one per directory).
 const VIEW_CACHE_KIB: u32 = 1024;
 
-/// One entry of a listing: its name, and its path for the kernel with its
-/// metadata (or why they could not be had).
+/// A request no one has claimed yet.
+const FREE: u8 = 0;
+/// Claimed by a pool thread: it lists the directory and answers.
+const POOL: u8 = 1;
+/// Claimed by the walk (it lists the directory itself) or given up.
+const WALK: u8 = 2;
+
+/// One entry of a listing: its name, and its metadata with its path for
+/// the kernel when that is not the directory's joined with the name (a
+/// long one, see [`localfs::long_child_path`]), or why they could not be
+/// had.
 pub(super) struct Entry {
     pub(super) name: OsString,
-    pub(super) found: io::Result<(PathBuf, Stat)>,
+    pub(super) found: io::Result<(Option<PathBuf>, Stat)>,
+}
+
+impl Entry {
+    /// The entry's path for the kernel, in directory `fs_path`.
+    fn fs_path(&self, fs_path: &Path) -> Option<PathBuf> {
+        match self.found.as_ref().ok()? {
+            (Some(long), _) => Some(long.clone()),
+            (None, _) => Some(localfs::join(fs_path, &self.name)),
+        }
+    }
 }
 
 /// A directory's entries in byte order of names, each with its metadata.
@@ -59,27 +88,33 @@ pub(super) struct Listing {
     /// held while the entries and anything below them are used.
     pub(super) anchor: Anchor,
     pub(super) entries: Vec<Entry>,
-    /// The directory is excluded by what it contains ([`DirRules`]).
+    /// The directory is excluded by what it contains
+    /// ([`super::exclude::DirRules`]).
     pub(super) excluded: bool,
     /// The parent snapshot's tree of the directory, with its ID, when the
     /// walk named it and it could be loaded (else the walk loads it, and
     /// reports why it cannot).
     pub(super) old_tree: Option<(Id, Arc<Tree>)>,
+    /// The listings of its subdirectories that the pool asked for when it
+    /// made this one, by name in byte order. None when the walk made it:
+    /// the walk then asks for them ([`Ahead::ask`]).
+    pub(super) below: Option<Vec<(OsString, Pending)>>,
 }
 
-/// Lists directory `fs_path`, applies `rules` to it (from the names it
-/// has; none for a backed-up path itself) and, unless it is excluded,
-/// `lstat`s each entry by name in the directory it has open (the kernel
-/// looks up one name, not the whole path again).
-pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listing> {
+/// Lists directory `fs_path`, applies `excluder`'s rules on what it
+/// contains to it (none for a backed-up path itself) and, unless it is
+/// excluded, `lstat`s each entry by name in the directory it has open (the
+/// kernel looks up one name, not the whole path again).
+pub(super) fn list(fs_path: &Path, excluder: Option<&Excluder>) -> io::Result<Listing> {
     let (dir, names) = localfs::open_and_list_dir(fs_path)?;
-    let excluded = rules.is_some_and(|r| r.exclude_listed(fs_path, &names));
+    let excluded = excluder.is_some_and(|x| x.dir_rules().exclude_listed(fs_path, &names));
     if excluded {
         return Ok(Listing {
             anchor: None,
             entries: Vec::new(),
             excluded,
             old_tree: None,
+            below: None,
         });
     }
     let mut anchor: Anchor = None;
@@ -87,7 +122,7 @@ pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listi
         .into_iter()
         .map(|name| {
             let found = Stat::at(&dir, &name).and_then(|st| {
-                localfs::child_path(fs_path, &None, &name, &mut anchor).map(|(p, _)| (p, st))
+                localfs::long_child_path(fs_path, &name, &mut anchor).map(|p| (p, st))
             });
             Entry { name, found }
         })
@@ -97,34 +132,72 @@ pub(super) fn list(fs_path: &Path, rules: Option<&DirRules>) -> io::Result<Listi
         entries,
         excluded,
         old_tree: None,
+        below: None,
     })
 }
 
-/// A listing on its way: taken with [`Pending::take`].
+/// A listing on its way: taken with [`Pending::take`]. Dropped untaken,
+/// it is given up (the pool skips it if it has not started it).
 pub(super) struct Pending {
     rx: Receiver<io::Result<Listing>>,
-    /// Set by whoever lists the directory: a pool thread or the walk.
-    claimed: Arc<AtomicBool>,
+    /// Who lists the directory: [`FREE`], [`POOL`] or [`WALK`].
+    claim: Arc<AtomicU8>,
     shared: Shared,
+    /// Taken: the pool's count of listings ahead is already settled.
+    taken: bool,
 }
 
 impl Pending {
     /// The listing: the pool's if it is done or under way (waiting for
     /// it then), else made here, after waking the pool for the requests
     /// behind it. Listed here too if the pool has stopped.
-    pub(super) fn take(self, fs_path: &Path, rules: &DirRules) -> io::Result<Listing> {
+    pub(super) fn take(mut self, fs_path: &Path, excluder: &Excluder) -> io::Result<Listing> {
+        self.taken = true;
         match self.rx.try_recv() {
-            Ok(l) => return l,
-            Err(TryRecvError::Disconnected) => return list(fs_path, Some(rules)),
+            Ok(l) => {
+                settle(&self.shared);
+                return l;
+            }
+            Err(TryRecvError::Disconnected) => {
+                if self.claim.swap(WALK, AtomicOrdering::AcqRel) == POOL {
+                    settle(&self.shared);
+                }
+                return list(fs_path, Some(excluder));
+            }
             Err(TryRecvError::Empty) => {}
         }
-        if !self.claimed.swap(true, AtomicOrdering::AcqRel) {
+        if self.claim.swap(WALK, AtomicOrdering::AcqRel) != POOL {
             wake(&self.shared);
-            return list(fs_path, Some(rules));
+            return list(fs_path, Some(excluder));
         }
-        self.rx
-            .recv()
-            .unwrap_or_else(|_| list(fs_path, Some(rules)))
+        // The pool is behind: the walk waits, so a sleeping thread can
+        // have the core to list what comes next.
+        wake(&self.shared);
+        let got = self.rx.recv();
+        settle(&self.shared);
+        got.unwrap_or_else(|_| list(fs_path, Some(excluder)))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.taken && self.claim.swap(WALK, AtomicOrdering::AcqRel) == POOL {
+            settle(&self.shared);
+        }
+    }
+}
+
+/// A listing the pool made (or is making) was taken or given up: one
+/// fewer ahead. The pool, if it stopped at [`AHEAD`], is woken once half
+/// of those are taken.
+fn settle(shared: &Shared) {
+    let resume = {
+        let Ok(mut q) = shared.0.lock() else { return };
+        q.ahead = q.ahead.saturating_sub(1);
+        q.ahead == AHEAD / 2 && q.idle > 0
+    };
+    if resume {
+        wake(shared);
     }
 }
 
@@ -146,11 +219,14 @@ struct Request {
     /// The directory's path in the snapshot: the walk's order.
     path: PathBuf,
     fs_path: PathBuf,
+    /// The device of the backed-up path it is below (for
+    /// `--one-file-system`).
+    root_dev: u64,
     /// The parent snapshot's tree of the directory, to load with it.
     tree: Option<Id>,
     reply: Sender<io::Result<Listing>>,
-    /// Set by whoever lists the directory: a pool thread or the walk.
-    claimed: Arc<AtomicBool>,
+    /// Who lists the directory: [`FREE`], [`POOL`] or [`WALK`].
+    claim: Arc<AtomicU8>,
 }
 
 impl PartialEq for Request {
@@ -178,14 +254,47 @@ impl Ord for Request {
 struct Queue {
     /// Served first in walk order.
     waiting: BinaryHeap<Request>,
+    /// Listings the pool claimed that the walk has not taken or given up.
+    ahead: usize,
     /// Threads asleep on the condition variable (woken by the walk, see
-    /// [`Pending::take`]; a busy thread takes the next request when it
-    /// comes back for one).
+    /// [`Pending::take`] and [`settle`]; a busy thread takes the next
+    /// request when it comes back for one).
     idle: usize,
     closed: bool,
 }
 
 type Shared = Arc<(Mutex<Queue>, Condvar)>;
+
+/// What the pool needs to know of the backup to ask for the listings the
+/// walk will want.
+#[derive(Clone)]
+pub(super) struct Enter {
+    /// The exclude patterns and the rules on what a directory contains.
+    pub(super) excluder: Excluder,
+    /// `--one-file-system`: directories on another device are not entered.
+    pub(super) one_file_system: bool,
+}
+
+impl Enter {
+    /// Whether the walk enters `path`, of metadata `st`, below a backed-up
+    /// path on device `root_dev`.
+    fn enters(&self, path: &Path, st: &Stat, root_dev: u64) -> bool {
+        st.is_dir() && keeps(&self.excluder, self.one_file_system, path, st, root_dev)
+    }
+}
+
+/// Whether the walk keeps entry `path` of metadata `st`, below a backed-up
+/// path on device `root_dev`: no exclude pattern matches it and, with
+/// `one_file_system`, it is not a directory on another device.
+pub(super) fn keeps(
+    excluder: &Excluder,
+    one_file_system: bool,
+    path: &Path,
+    st: &Stat,
+    root_dev: u64,
+) -> bool {
+    !(excluder.matches(path) || st.is_dir() && one_file_system && st.dev != root_dev)
+}
 
 /// The pool's handle: asks for listings; dropping it stops the threads
 /// (after the listing each is making).
@@ -194,63 +303,91 @@ pub(super) struct Ahead {
 }
 
 impl Ahead {
-    /// Starts `threads` listing threads inside `scope`, applying `rules`;
-    /// with `repo`, they also load the old trees the walk names.
+    /// Starts `threads` listing threads inside `scope`, which enter what
+    /// `enter` says; with `repo`, they also load the parent snapshot's
+    /// trees of what they list.
     pub(super) fn spawn<'scope, 'env>(
         scope: &'scope Scope<'scope, 'env>,
         threads: usize,
-        rules: &DirRules,
+        enter: &Enter,
         repo: Option<&'env Repository>,
     ) -> Ahead {
         let shared: Shared = Arc::default();
         for _ in 0..threads {
             let shared = Arc::clone(&shared);
-            let rules = rules.clone();
-            scope.spawn(move || serve(&shared, &rules, repo));
+            let enter = enter.clone();
+            scope.spawn(move || serve(&shared, &enter, repo));
         }
         Ahead { shared }
     }
 
-    /// Asks for the listing of directory `path`, read through `fs_path`,
-    /// and for the parent snapshot's tree `tree` of it. Paths that depend
-    /// on a descriptor of the asking walk (`/proc/self/fd/…`) are listed by
-    /// the walk itself: None.
-    pub(super) fn ask(&self, path: &Path, fs_path: &Path, tree: Option<Id>) -> Option<Pending> {
-        if fs_path.starts_with("/proc/self/fd") {
-            return None;
-        }
-        let (reply, rx) = bounded(1);
-        let claimed = Arc::new(AtomicBool::new(false));
+    /// Asks for the listing of directory `path` (below a backed-up path on
+    /// device `root_dev`), read through `fs_path`, and for the parent
+    /// snapshot's tree `tree` of it. Paths that depend on a descriptor of
+    /// the asking walk (`/proc/self/fd/…`) are listed by the walk itself:
+    /// None.
+    pub(super) fn ask(
+        &self,
+        path: &Path,
+        fs_path: &Path,
+        root_dev: u64,
+        tree: Option<Id>,
+    ) -> Option<Pending> {
         let mut q = self.shared.0.lock().ok()?;
-        q.waiting.push(Request {
-            path: path.to_path_buf(),
-            fs_path: fs_path.to_path_buf(),
-            tree,
-            reply,
-            claimed: Arc::clone(&claimed),
-        });
-        Some(Pending {
-            rx,
-            claimed,
-            shared: Arc::clone(&self.shared),
-        })
+        queue(&self.shared, &mut q, path, fs_path, root_dev, tree)
     }
+}
+
+/// Queues a request (see [`Ahead::ask`]) on `q`, the locked queue of
+/// `shared`.
+fn queue(
+    shared: &Shared,
+    q: &mut Queue,
+    path: &Path,
+    fs_path: &Path,
+    root_dev: u64,
+    tree: Option<Id>,
+) -> Option<Pending> {
+    if fs_path.starts_with("/proc/self/fd") {
+        return None;
+    }
+    let (reply, rx) = bounded(1);
+    let claim = Arc::new(AtomicU8::new(FREE));
+    q.waiting.push(Request {
+        path: path.to_path_buf(),
+        fs_path: fs_path.to_path_buf(),
+        root_dev,
+        tree,
+        reply,
+        claim: Arc::clone(&claim),
+    });
+    Some(Pending {
+        rx,
+        claim,
+        shared: Arc::clone(shared),
+        taken: false,
+    })
 }
 
 impl Drop for Ahead {
     fn drop(&mut self) {
         let (lock, cv) = &*self.shared;
-        if let Ok(mut q) = lock.lock() {
-            q.closed = true;
-            q.waiting.clear();
-        }
+        let dropped = match lock.lock() {
+            Ok(mut q) => {
+                q.closed = true;
+                std::mem::take(&mut q.waiting)
+            }
+            Err(_) => BinaryHeap::new(),
+        };
+        // Outside the lock: what they drop may settle listings of its own.
+        drop(dropped);
         cv.notify_all();
     }
 }
 
 /// One listing thread: takes the first request in walk order, loads the
-/// old tree named, lists, answers.
-fn serve(shared: &Shared, rules: &DirRules, repo: Option<&Repository>) {
+/// old tree named, lists, asks for the subdirectories' listings, answers.
+fn serve(shared: &Shared, enter: &Enter, repo: Option<&Repository>) {
     let (lock, cv) = &**shared;
     let mut view: Option<ReadView> = None;
     // The view's read transaction is open (ended before the thread sleeps:
@@ -263,10 +400,19 @@ fn serve(shared: &Shared, rules: &DirRules, repo: Option<&Repository>) {
                 if q.closed {
                     return;
                 }
-                if let Some(r) = q.waiting.pop() {
-                    if r.claimed.swap(true, AtomicOrdering::AcqRel) {
+                if q.ahead < AHEAD
+                    && let Some(r) = q.waiting.pop()
+                {
+                    let claimed = r.claim.compare_exchange(
+                        FREE,
+                        POOL,
+                        AtomicOrdering::AcqRel,
+                        AtomicOrdering::Acquire,
+                    );
+                    if claimed.is_err() {
                         continue;
                     }
+                    q.ahead += 1;
                     break r;
                 }
                 if reading {
@@ -296,13 +442,51 @@ fn serve(shared: &Shared, rules: &DirRules, repo: Option<&Repository>) {
             }
             _ => None,
         };
-        let listing = list(&req.fs_path, Some(rules)).map(|mut l| {
+        let listing = list(&req.fs_path, Some(&enter.excluder)).map(|mut l| {
+            if !l.excluded {
+                let old = old_tree.as_ref().map(|(_, t)| &**t);
+                l.below = Some(ask_below(shared, enter, &req, &l.entries, old));
+            }
             l.old_tree = old_tree;
             l
         });
         // The walk may have stopped waiting (it failed or skipped it).
         let _ = req.reply.send(listing);
     }
+}
+
+/// Asks, in one go, for the listings of the subdirectories among
+/// `entries` of the directory of `req` that the walk will enter, each
+/// with its tree in `old` (the parent snapshot's tree of the directory).
+fn ask_below(
+    shared: &Shared,
+    enter: &Enter,
+    req: &Request,
+    entries: &[Entry],
+    old: Option<&Tree>,
+) -> Vec<(OsString, Pending)> {
+    let old_sub = |name: &OsStr| {
+        old?.find(name.as_bytes())
+            .filter(|n| n.kind == NodeKind::Dir)?
+            .subtree
+    };
+    let Ok(mut q) = shared.0.lock() else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|e| {
+            let (_, st) = e.found.as_ref().ok()?;
+            let path = localfs::join(&req.path, &e.name);
+            if !enter.enters(&path, st, req.root_dev) {
+                return None;
+            }
+            let fs_path = e.fs_path(&req.fs_path)?;
+            let tree = old_sub(&e.name);
+            let p = queue(shared, &mut q, &path, &fs_path, req.root_dev, tree)?;
+            Some((e.name.clone(), p))
+        })
+        .collect()
 }
 
 /// Tree `id` of the repository, looked up on `view` (opened at the first);
@@ -328,6 +512,30 @@ mod tests {
         }
     }
 
+    /// What the pool enters: every subdirectory, or those `globs` leave.
+    fn enter(globs: &[&str]) -> Enter {
+        let globs: Vec<String> = globs.iter().map(|g| g.to_string()).collect();
+        Enter {
+            excluder: Excluder::from_globs(&globs).unwrap(),
+            one_file_system: false,
+        }
+    }
+
+    fn no_rules() -> Excluder {
+        Excluder::from_globs(&[]).unwrap()
+    }
+
+    /// The pool's counters: listings ahead, threads asleep.
+    fn counts(ahead: &Ahead) -> (usize, usize) {
+        let q = ahead.shared.0.lock().unwrap();
+        (q.ahead, q.idle)
+    }
+
+    fn names_below(l: &Listing) -> Vec<OsString> {
+        let below = l.below.as_ref().expect("the pool asked for none below");
+        below.iter().map(|(n, _)| n.clone()).collect()
+    }
+
     #[test]
     fn listings_from_the_pool_match_listing_in_place() {
         let dir = tempfile::tempdir().unwrap();
@@ -343,63 +551,157 @@ mod tests {
                 .map(|e| (e.name.clone(), e.found.as_ref().unwrap().1.size))
                 .collect()
         };
-        let check = |p: &Path, got: io::Result<Listing>| {
-            let rules = DirRules::default();
-            match (got, list(p, Some(&rules))) {
-                (Ok(a), Ok(b)) => {
-                    assert_eq!(names(&a), names(&b));
-                    assert_eq!(names(&a).len(), 2, "{}", p.display());
-                    assert_eq!(names(&a)[0].0, "y", "sorted by name");
-                }
-                (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
-                _ => panic!("{}: the pool and the walk disagree", p.display()),
+        let check = |p: &Path, got: io::Result<Listing>| match (got, list(p, Some(&no_rules()))) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(names(&a), names(&b));
+                assert_eq!(names(&a).len(), 2, "{}", p.display());
+                assert_eq!(names(&a)[0].0, "y", "sorted by name");
             }
+            (Err(a), Err(b)) => assert_eq!(a.kind(), b.kind()),
+            _ => panic!("{}: the pool and the walk disagree", p.display()),
         };
         std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 2, &DirRules::default(), None);
-            let idle = || ahead.shared.0.lock().unwrap().idle;
-            wait_until("both threads asleep", || idle() == 2);
+            let ahead = Ahead::spawn(s, 2, &enter(&[]), None);
+            wait_until("both threads asleep", || counts(&ahead).1 == 2);
             let mut asked: Vec<_> = ["a", "b", "c", "missing"]
                 .iter()
                 .map(|d| {
                     let p = dir.path().join(d);
-                    (p.clone(), ahead.ask(&p, &p, None).unwrap())
+                    (p.clone(), ahead.ask(&p, &p, 0, None).unwrap())
                 })
                 .collect();
             // Asking woke no one: the first listing the walk takes was not
-            // started, so the walk makes it and wakes the pool for the rest.
+            // started, so the walk makes it (leaving what is below it to
+            // the walk) and wakes the pool for the rest.
             let (p, first) = asked.remove(0);
             assert!(first.rx.is_empty(), "asking woke the pool");
-            check(&p, first.take(&p, &DirRules::default()));
+            let made_here = first.take(&p, &no_rules());
+            assert!(made_here.as_ref().unwrap().below.is_none());
+            check(&p, made_here);
             for (p, pending) in asked {
                 wait_until("the pool answers", || !pending.rx.is_empty());
-                check(&p, pending.take(&p, &DirRules::default()));
+                check(&p, pending.take(&p, &no_rules()));
             }
             // A path through a descriptor is left to the walk.
             let fd = Path::new("/proc/self/fd/3/x");
-            assert!(ahead.ask(fd, fd, None).is_none());
+            assert!(ahead.ask(fd, fd, 0, None).is_none());
+        });
+    }
+
+    /// The pool lists the tree ahead of the walk on its own: with each
+    /// listing it makes, it asks for those of the subdirectories the walk
+    /// will enter (not files, not what a pattern excludes), in name order,
+    /// and goes on to them before the walk asks for anything.
+    #[test]
+    fn the_pool_lists_below_what_it_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("top");
+        for d in ["b", "a/y", "a/x/deep", "skip/inside"] {
+            std::fs::create_dir_all(top.join(d)).unwrap();
+        }
+        std::fs::write(top.join("f"), b"file").unwrap();
+        std::thread::scope(|s| {
+            let ahead = Ahead::spawn(s, 1, &enter(&["skip"]), None);
+            wait_until("the thread asleep", || counts(&ahead).1 == 1);
+            let first = ahead.ask(&dir.path().join("0"), &dir.path().join("0"), 0, None);
+            let asked = ahead.ask(&top, &top, 0, None).unwrap();
+            // The walk's miss on the first wakes the pool.
+            assert!(
+                first
+                    .unwrap()
+                    .take(Path::new("/nonexistent"), &no_rules())
+                    .is_err()
+            );
+            // Everything the walk will enter gets listed: top, a, a/x,
+            // a/x/deep, a/y, b.
+            wait_until("the pool lists the tree", || counts(&ahead) == (6, 1));
+            let got = asked.take(&top, &no_rules()).unwrap();
+            assert_eq!(names_below(&got), ["a", "b"]);
+            let mut below = got.below.unwrap().into_iter();
+            let (_, a) = below.next().unwrap();
+            assert!(!a.rx.is_empty(), "a was not listed ahead");
+            let a = a.take(&top.join("a"), &no_rules()).unwrap();
+            assert_eq!(names_below(&a), ["x", "y"]);
+            let (_, x) = a.below.unwrap().into_iter().next().unwrap();
+            assert!(!x.rx.is_empty(), "a/x was not listed ahead");
+            let x = x.take(&top.join("a/x"), &no_rules()).unwrap();
+            assert_eq!(names_below(&x), ["deep"]);
+            assert_eq!(x.entries.len(), 1);
+            // Taken: top, a and a/x; dropped untaken: b, a/y and a/x/deep
+            // (each given up, the count with it).
+            drop(below);
+            drop(x);
+            assert_eq!(counts(&ahead).0, 0);
+        });
+    }
+
+    /// The pool stops [`AHEAD`] listings ahead of the walk, and goes on
+    /// once the walk has taken half of them.
+    #[test]
+    fn the_pool_stops_ahead_of_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = AHEAD + AHEAD / 2 + 4;
+        for i in 0..n {
+            std::fs::create_dir(dir.path().join(format!("d{i:04}"))).unwrap();
+        }
+        let root = dir.path();
+        std::thread::scope(|s| {
+            let ahead = Ahead::spawn(s, 2, &enter(&[]), None);
+            wait_until("both threads asleep", || counts(&ahead).1 == 2);
+            let first = ahead
+                .ask(&root.join("0"), &root.join("0"), 0, None)
+                .unwrap();
+            let asked = ahead.ask(root, root, 0, None).unwrap();
+            assert!(first.take(&root.join("0"), &no_rules()).is_err());
+            // The root and the first of its subdirectories, in walk order.
+            wait_until("the pool stops", || counts(&ahead) == (AHEAD, 2));
+            let got = asked.take(root, &no_rules()).unwrap();
+            let below: Vec<Pending> = got.below.unwrap().into_iter().map(|(_, p)| p).collect();
+            assert_eq!(below.len(), n);
+            let answered = |ps: &[Pending]| ps.iter().filter(|p| !p.rx.is_empty()).count();
+            assert_eq!(answered(&below), AHEAD - 1, "not bounded");
+            assert!(
+                below[..AHEAD - 1].iter().all(|p| !p.rx.is_empty()),
+                "not in walk order"
+            );
+            // Taken down to half as many ahead, the pool goes on.
+            let mut below = below.into_iter();
+            for (i, p) in below.by_ref().take(AHEAD / 2 - 1).enumerate() {
+                let path = root.join(format!("d{i:04}"));
+                assert!(p.take(&path, &no_rules()).unwrap().entries.is_empty());
+            }
+            wait_until("the pool goes on", || counts(&ahead) == (AHEAD, 2));
+            let rest: Vec<Pending> = below.collect();
+            assert_eq!(answered(&rest), AHEAD);
+            assert_eq!(rest.len() - answered(&rest), 5);
         });
     }
 
     /// A request the walk claimed stays in the queue, marked, so the pool
-    /// skips it instead of listing the directory a second time.
+    /// skips it instead of listing the directory a second time; so does
+    /// one the walk gave up.
     #[test]
     fn a_listing_the_walk_makes_itself_is_claimed() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("a")).unwrap();
         std::fs::write(dir.path().join("a/f"), b"x").unwrap();
         let a = dir.path().join("a");
+        let (b, c) = (dir.path().join("b"), dir.path().join("c"));
         std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 0, &DirRules::default(), None);
-            let taken = ahead.ask(&a, &a, None).unwrap();
-            let left = ahead.ask(&dir.path().join("b"), &dir.path().join("b"), None);
-            let got = taken.take(&a, &DirRules::default()).unwrap();
+            let ahead = Ahead::spawn(s, 0, &enter(&[]), None);
+            let taken = ahead.ask(&a, &a, 0, None).unwrap();
+            let left = ahead.ask(&b, &b, 0, None);
+            let given_up = ahead.ask(&c, &c, 0, None);
+            let got = taken.take(&a, &no_rules()).unwrap();
             assert_eq!(got.entries.len(), 1);
+            drop(given_up);
             let mut q = ahead.shared.0.lock().unwrap();
-            let claimed: Vec<(PathBuf, bool)> = std::iter::from_fn(|| q.waiting.pop())
-                .map(|r| (r.path, r.claimed.load(AtomicOrdering::Acquire)))
+            let claimed: Vec<(PathBuf, u8)> = std::iter::from_fn(|| q.waiting.pop())
+                .map(|r| (r.path, r.claim.load(AtomicOrdering::Acquire)))
                 .collect();
-            assert_eq!(claimed, [(a.clone(), true), (dir.path().join("b"), false)]);
+            assert_eq!(claimed, [(a.clone(), WALK), (b, FREE), (c, WALK)]);
+            assert_eq!(q.ahead, 0);
+            drop(q);
             drop(left);
         });
     }
@@ -407,27 +709,29 @@ mod tests {
     /// With a repository, the pool loads the parent snapshot's tree the
     /// walk names with a directory and hands it over with the listing; a
     /// tree the repository does not have, or none named, gives the listing
-    /// alone.
+    /// alone. Below a loaded tree, the pool names each subdirectory's
+    /// tree from it, and loads those too.
     #[test]
     fn the_pool_loads_the_old_tree_named_with_a_directory() {
         let d = tempfile::tempdir().unwrap();
         let (repo, root, src) = crate::archiver::parent::tests::two_dirs(d.path());
-        let a = src.join("a");
+        let (a, b) = (src.join("a"), src.join("b"));
         let mut pt = crate::archiver::parent::ParentTrees::new(&repo, Some(root));
         let (a_id, a_tree) = pt.tree_with_id(&a).unwrap().unwrap();
-        let rules = DirRules::default();
+        let (b_id, b_tree) = pt.tree_with_id(&b).unwrap().unwrap();
+        let (src_id, _) = pt.tree_with_id(&src).unwrap().unwrap();
+        let rules = no_rules();
         std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 1, &rules, Some(&repo));
-            wait_until("the thread asleep", || {
-                ahead.shared.0.lock().unwrap().idle == 1
-            });
-            let first = ahead.ask(&src, &src, None).unwrap();
-            let named = ahead.ask(&a, &a, Some(a_id)).unwrap();
-            let unknown = ahead.ask(&a, &a, Some(Id([7; 32]))).unwrap();
-            let none = ahead.ask(&a, &a, None).unwrap();
+            let ahead = Ahead::spawn(s, 1, &enter(&[]), Some(&repo));
+            wait_until("the thread asleep", || counts(&ahead).1 == 1);
+            let first = ahead.ask(&b, &b, 0, None).unwrap();
+            let named = ahead.ask(&a, &a, 0, Some(a_id)).unwrap();
+            let unknown = ahead.ask(&a, &a, 0, Some(Id([7; 32]))).unwrap();
+            let none = ahead.ask(&a, &a, 0, None).unwrap();
+            let whole = ahead.ask(&src, &src, 0, Some(src_id)).unwrap();
             // The walk makes the first listing itself and wakes the pool.
-            assert!(first.take(&src, &rules).unwrap().old_tree.is_none());
-            for p in [&named, &unknown, &none] {
+            assert!(first.take(&b, &rules).unwrap().old_tree.is_none());
+            for p in [&named, &unknown, &none, &whole] {
                 wait_until("the pool answers", || !p.rx.is_empty());
             }
             let got = named.take(&a, &rules).unwrap();
@@ -438,6 +742,22 @@ mod tests {
                 let l = p.take(&a, &rules).unwrap();
                 assert!(l.old_tree.is_none());
                 assert_eq!(l.entries.len(), 1);
+            }
+            let whole = whole.take(&src, &rules).unwrap();
+            assert_eq!(whole.old_tree.unwrap().0, src_id);
+            let below: Vec<_> = whole.below.unwrap().into_iter().collect();
+            for ((name, p), (path, id, tree)) in below
+                .into_iter()
+                .zip([(&a, a_id, &a_tree), (&b, b_id, &b_tree)])
+            {
+                assert_eq!(Some(name.as_os_str()), path.file_name());
+                wait_until("the pool lists below", || !p.rx.is_empty());
+                let (got_id, got_tree) = p
+                    .take(path, &rules)
+                    .unwrap()
+                    .old_tree
+                    .expect("not named from the tree above");
+                assert_eq!((got_id, &*got_tree), (id, &**tree));
             }
         });
     }
@@ -450,10 +770,10 @@ mod tests {
         // the last subdirectory of a batch first.
         let asked = ["/b", "/a/z", "/c", "/a", "/b/a", "/a/b/c", "/a/b", "/ab"];
         let served: Vec<PathBuf> = std::thread::scope(|s| {
-            let ahead = Ahead::spawn(s, 0, &DirRules::default(), None);
+            let ahead = Ahead::spawn(s, 0, &enter(&[]), None);
             let _pending: Vec<_> = asked
                 .iter()
-                .map(|p| ahead.ask(Path::new(p), Path::new(p), None))
+                .map(|p| ahead.ask(Path::new(p), Path::new(p), 0, None))
                 .collect();
             let mut q = ahead.shared.0.lock().unwrap();
             std::iter::from_fn(|| q.waiting.pop().map(|r| r.path)).collect()

@@ -29,6 +29,7 @@ pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<Str
 
 /// Compiled exclude rules. Outside the archiver (`rewrite`) only the globs
 /// apply: [`Excluder::from_globs`] and [`Excluder::matches`].
+#[derive(Clone)]
 pub struct Excluder {
     by_name: GlobSet,
     by_path: GlobSet,

@@ -330,12 +330,11 @@ fn walk_with_readers<'r>(
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
         let jobs = readers::spawn(s, sink, chunker, progress, &failed);
-        let ahead = ahead::Ahead::spawn(
-            s,
-            readers::worker_count(),
-            excluder.dir_rules(),
-            parent.repo(),
-        );
+        let enter = ahead::Enter {
+            excluder: excluder.clone(),
+            one_file_system: opts.one_file_system,
+        };
+        let ahead = ahead::Ahead::spawn(s, readers::worker_count(), &enter, parent.repo());
         let mut a = Archiver {
             opts,
             blobs: sink,

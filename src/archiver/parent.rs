@@ -7,7 +7,6 @@
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::ReadView;
-use crate::localfs::components;
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, Tree};
 use std::os::unix::ffi::OsStrExt;
@@ -60,6 +59,14 @@ pub(super) struct ParentTrees<'r> {
     view: Option<ReadView>,
 }
 
+/// How many names absolute path `dir` has (`/` has none), counted without
+/// collecting them: asked for each entry the walk comes to.
+fn depth_of(dir: &Path) -> usize {
+    dir.components()
+        .filter(|c| matches!(c, std::path::Component::Normal(_)))
+        .count()
+}
+
 impl<'r> ParentTrees<'r> {
     pub(super) fn new(repo: &'r Repository, root: Option<Id>) -> Self {
         ParentTrees {
@@ -93,7 +100,7 @@ impl<'r> ParentTrees<'r> {
         if expected != Some(id) {
             return Ok(());
         }
-        let depth = components(dir).len();
+        let depth = depth_of(dir);
         if matches!(self.levels.get(depth), Some((p, _)) if p == dir) {
             return Ok(());
         }
@@ -118,19 +125,16 @@ impl<'r> ParentTrees<'r> {
         {
             return Ok(t.clone());
         }
-        let comps = components(dir);
-        let depth = comps.len();
+        let depth = depth_of(dir);
         if let Some((p, t)) = self.levels.get(depth)
             && p == dir
         {
             return Ok(t.clone());
         }
-        let tree = if depth == 0 {
-            self.load(&root, dir)
-        } else {
-            let parent = dir.parent().unwrap_or(Path::new("/"));
-            match self.tree_of(parent)? {
-                Some(pt) => match pt.find(comps[depth - 1]) {
+        let tree = match (depth, dir.parent(), dir.file_name()) {
+            (0, _, _) => self.load(&root, dir),
+            (_, Some(parent), Some(name)) => match self.tree_of(parent)? {
+                Some(pt) => match pt.find(name.as_bytes()) {
                     Some(n) if n.kind == NodeKind::Dir => match n.subtree {
                         Some(s) => self.load(&s, dir),
                         None => None,
@@ -138,7 +142,8 @@ impl<'r> ParentTrees<'r> {
                     _ => None,
                 },
                 None => None,
-            }
+            },
+            _ => None,
         };
         self.hold(depth, dir, tree.clone());
         Ok(tree)

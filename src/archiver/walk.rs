@@ -19,7 +19,7 @@ use crate::pack::BlobType;
 use crate::progress::Progress;
 use crate::snapshot::Summary;
 use crate::tree::{Node, NodeKind, Tree};
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -79,8 +79,16 @@ impl NewTrees {
 struct Step {
     name: OsString,
     path: PathBuf,
-    fs_path: PathBuf,
+    /// Its path for the kernel, when that is not `path`.
+    fs_path: Option<PathBuf>,
     md: Stat,
+}
+
+impl Step {
+    /// Its path for the kernel.
+    fn fs_path(&self) -> &Path {
+        self.fs_path.as_deref().unwrap_or(&self.path)
+    }
 }
 
 /// One backup's walk: its options, the parent's trees, the sink new blobs
@@ -320,10 +328,9 @@ impl Archiver<'_, '_> {
             Via::Root => (true, false, None),
             Via::Entry { known, listing } => (false, known, listing),
         };
-        let rules = self.excluder.dir_rules();
         let mut listing = match listing {
-            Some(p) => p.take(fs_path, rules),
-            None => ahead::list(fs_path, (!root).then_some(rules)),
+            Some(p) => p.take(fs_path, &self.excluder),
+            None => ahead::list(fs_path, (!root).then_some(&self.excluder)),
         };
         if !root && matches!(&listing, Ok(l) if l.excluded) {
             return Ok(());
@@ -340,44 +347,44 @@ impl Archiver<'_, '_> {
                 // Paths below a long one go through this descriptor: it
                 // stays open until the walk leaves the directory.
                 let Listing {
-                    anchor, entries, ..
+                    anchor,
+                    entries,
+                    below,
+                    ..
                 } = listing;
-                let steps = self.steps(path, entries, root_dev);
-                // The subdirectories to enter, asked for a window ahead,
-                // each with the parent snapshot's tree of it.
-                let old_here = self.parent.tree_of(path)?;
-                let old_sub = |name: &std::ffi::OsStr| {
-                    old_here
-                        .as_ref()?
-                        .find(name.as_bytes())
-                        .filter(|n| n.kind == NodeKind::Dir)?
-                        .subtree
+                let steps = self.steps(path, fs_path, entries, root_dev);
+                // The subdirectories' listings: asked for by the pool with
+                // this one, or here when the walk made it.
+                let below = match below {
+                    Some(b) => b,
+                    None => self.ask_below(path, &steps, root_dev)?,
                 };
-                let dirs: Vec<&Step> = steps.iter().filter(|s| s.md.is_dir()).collect();
-                let mut asked: VecDeque<Option<Pending>> = dirs
-                    .iter()
-                    .take(ahead::WINDOW)
-                    .map(|d| self.ahead.ask(&d.path, &d.fs_path, old_sub(&d.name)))
-                    .collect();
-                let mut next_ask = asked.len();
+                let mut below = below.into_iter().peekable();
                 for st in &steps {
                     crate::interrupt::check()?;
                     let file_known = known_here.contains(st.name.as_bytes());
                     if st.md.is_dir() {
-                        let pending = asked.pop_front().flatten();
-                        if let Some(d) = dirs.get(next_ask) {
-                            asked.push_back(self.ahead.ask(&d.path, &d.fs_path, old_sub(&d.name)));
-                            next_ask += 1;
-                        }
+                        // Both in byte order of names; one the walk does
+                        // not enter is given up.
+                        let pending = loop {
+                            match below.peek() {
+                                Some((n, _)) if *n < st.name => drop(below.next()),
+                                Some((n, _)) if *n == st.name => {
+                                    break below.next().map(|(_, p)| p);
+                                }
+                                _ => break None,
+                            }
+                        };
                         let via = Via::Entry {
                             known: file_known,
                             listing: pending,
                         };
-                        self.walk_dir(&st.path, &st.fs_path, &st.md, root_dev, via)?;
+                        self.walk_dir(&st.path, st.fs_path(), &st.md, root_dev, via)?;
                     } else {
-                        self.entry_node(&st.path, &st.fs_path, &st.md, file_known)?;
+                        self.entry_node(&st.path, st.fs_path(), &st.md, file_known)?;
                     }
                 }
+                drop(below);
                 drop(anchor);
             }
             Err(e) => self
@@ -389,14 +396,49 @@ impl Archiver<'_, '_> {
         self.push(Event::Close(Box::new(prep)))
     }
 
+    /// Asks the pool for the listings of the subdirectories among `steps`
+    /// of directory `path`, a listing the walk made itself, each with the
+    /// parent snapshot's tree of it.
+    fn ask_below(
+        &mut self,
+        path: &Path,
+        steps: &[Step],
+        root_dev: u64,
+    ) -> Result<Vec<(OsString, Pending)>> {
+        let old_here = self.parent.tree_of(path)?;
+        let old_sub = |name: &std::ffi::OsStr| {
+            old_here
+                .as_ref()?
+                .find(name.as_bytes())
+                .filter(|n| n.kind == NodeKind::Dir)?
+                .subtree
+        };
+        Ok(steps
+            .iter()
+            .filter(|s| s.md.is_dir())
+            .filter_map(|d| {
+                let p = self
+                    .ahead
+                    .ask(&d.path, d.fs_path(), root_dev, old_sub(&d.name))?;
+                Some((d.name.clone(), p))
+            })
+            .collect())
+    }
+
     /// The entries of directory `path` the walk goes on to, in order: those
     /// that could not be found are warned about, excluded ones left out,
     /// and with `--one-file-system` so are directories on other devices.
-    fn steps(&mut self, path: &Path, entries: Vec<Entry>, root_dev: u64) -> Vec<Step> {
+    fn steps(
+        &mut self,
+        path: &Path,
+        fs_path: &Path,
+        entries: Vec<Entry>,
+        root_dev: u64,
+    ) -> Vec<Step> {
         let mut steps = Vec::with_capacity(entries.len());
         for e in entries {
-            let child = path.join(&e.name);
-            let (child_fs_path, cmd) = match e.found {
+            let child = localfs::join(path, &e.name);
+            let (long, cmd) = match e.found {
                 Ok(found) => found,
                 Err(err) => {
                     // Vanished since the listing, or unreadable.
@@ -405,15 +447,24 @@ impl Archiver<'_, '_> {
                 }
             };
             // What a directory contains is looked at when it is listed.
-            if self.excluder.matches(&child)
-                || cmd.is_dir() && self.opts.one_file_system && cmd.dev != root_dev
-            {
+            if !ahead::keeps(
+                &self.excluder,
+                self.opts.one_file_system,
+                &child,
+                &cmd,
+                root_dev,
+            ) {
                 continue;
             }
+            let fs_path = match long {
+                Some(p) => Some(p),
+                None if fs_path == path => None,
+                None => Some(localfs::join(fs_path, &e.name)),
+            };
             steps.push(Step {
                 name: e.name,
                 path: child,
-                fs_path: child_fs_path,
+                fs_path,
                 md: cmd,
             });
         }

@@ -46,8 +46,31 @@ pub fn child_path(
     name: &OsStr,
     local: &mut Anchor,
 ) -> std::io::Result<(PathBuf, Anchor)> {
+    match long_child_path(dir, name, local)? {
+        Some(path) => Ok((path, local.clone())),
+        None => Ok((join(dir, name), dir_anchor.clone())),
+    }
+}
+
+/// `dir/name`, allocated once at its length.
+pub fn join(dir: &Path, name: &OsStr) -> PathBuf {
+    let mut p = PathBuf::with_capacity(dir.as_os_str().len() + 1 + name.len());
+    p.push(dir);
+    p.push(name);
+    p
+}
+
+/// The path [`child_path`] makes for `name` inside `dir` when `dir/name`
+/// is too long to use as it is (`/proc/self/fd/N/name`, with `N` opened
+/// at the first such child and kept in `local`); None when it is short
+/// enough.
+pub fn long_child_path(
+    dir: &Path,
+    name: &OsStr,
+    local: &mut Anchor,
+) -> std::io::Result<Option<PathBuf>> {
     if dir.as_os_str().len() + name.len() + 1 < SHORT_PATH {
-        return Ok((dir.join(name), dir_anchor.clone()));
+        return Ok(None);
     }
     let fd = match local {
         Some(f) => f,
@@ -58,7 +81,7 @@ pub fn child_path(
         std::os::fd::AsRawFd::as_raw_fd(&**fd)
     ))
     .join(name);
-    Ok((path, local.clone()))
+    Ok(Some(path))
 }
 
 /// Opens a regular file for reading without following a final symlink and
