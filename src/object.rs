@@ -41,8 +41,17 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>> {
     postcard::to_stdvec(value).map_err(|e| Error::internal(format!("encoding failed: {e}")))
 }
 
+/// [`encode`], appended to `out` (returned with the bytes after what it
+/// held): a buffer reused across values keeps its capacity.
+pub fn encode_onto<T: Serialize>(value: &T, out: Vec<u8>) -> Result<Vec<u8>> {
+    postcard::to_extend(value, out).map_err(|e| Error::internal(format!("encoding failed: {e}")))
+}
+
 /// Decodes postcard bytes, naming `what` on failure; trailing bytes are an error.
-pub fn decode<T: DeserializeOwned>(what: &str, bytes: &[u8]) -> Result<T> {
+pub fn decode<T: DeserializeOwned>(
+    what: &(impl std::fmt::Display + ?Sized),
+    bytes: &[u8],
+) -> Result<T> {
     let (v, rest) = postcard::take_from_bytes(bytes)
         .map_err(|e| Error::corrupt(what, format!("cannot decode: {e}")))?;
     if !rest.is_empty() {

@@ -7,6 +7,7 @@
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::object;
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 
 /// The version byte in front of every tree blob.
@@ -72,8 +73,10 @@ pub struct Node {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
-    pub user: String,
-    pub group: String,
+    /// Owner names (empty if unknown). Held inline up to 24 bytes, so
+    /// most nodes allocate nothing for them; encoded as plain strings.
+    pub user: CompactString,
+    pub group: CompactString,
     /// Nanoseconds since the Unix epoch.
     pub mtime_ns: i64,
     pub ctime_ns: i64,
@@ -148,13 +151,24 @@ impl Tree {
 
     /// The canonical blob bytes: version byte, then postcard.
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let mut out = vec![TREE_VERSION];
-        out.extend_from_slice(&object::encode(self)?);
+        let mut out = Vec::new();
+        self.encode_into(&mut out)?;
         Ok(out)
     }
 
+    /// [`Tree::encode`] into `out`, its contents replaced. A buffer reused
+    /// from tree to tree keeps its capacity, so a backup that stores many
+    /// trees does not grow (and copy) a new one for each.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<()> {
+        let mut buf = std::mem::take(out);
+        buf.clear();
+        buf.push(TREE_VERSION);
+        *out = object::encode_onto(self, buf)?;
+        Ok(())
+    }
+
     /// Decodes a tree blob, checking its version, order and names.
-    pub fn decode(what: &str, bytes: &[u8]) -> Result<Tree> {
+    pub fn decode<W: std::fmt::Display + ?Sized>(what: &W, bytes: &[u8]) -> Result<Tree> {
         match bytes.first() {
             Some(&TREE_VERSION) => {}
             Some(v) => {
@@ -222,6 +236,47 @@ mod tests {
             subtree: None,
             xattrs: vec![],
         }
+    }
+
+    /// Owner names are held inline up to 24 bytes and on the heap past
+    /// that; either way they encode as the plain strings they were before
+    /// (the format did not change), and decode back.
+    #[test]
+    fn owner_names_encode_as_plain_strings() {
+        for len in [0, 4, 24, 25, 40] {
+            let name = "n".repeat(len);
+            let mut n = node(b"f");
+            n.user = CompactString::from(name.as_str());
+            n.group = CompactString::from(name.as_str());
+            let plain = postcard::to_stdvec(&name).unwrap();
+            assert_eq!(postcard::to_stdvec(&n.user).unwrap(), plain);
+            let t = Tree { nodes: vec![n] };
+            let bytes = t.encode().unwrap();
+            let at = bytes
+                .windows(plain.len())
+                .filter(|w| *w == plain.as_slice())
+                .count();
+            assert!(at >= 2, "user and group as strings ({len} bytes)");
+            assert_eq!(Tree::decode("t", &bytes).unwrap(), t);
+        }
+    }
+
+    /// A buffer reused for a shorter tree after a longer one holds exactly
+    /// what a fresh encoding gives.
+    #[test]
+    fn encoding_into_a_used_buffer_replaces_it() {
+        let long = Tree {
+            nodes: vec![node(b"a"), node(b"b"), node(b"c")],
+        };
+        let short = Tree {
+            nodes: vec![node(b"z")],
+        };
+        let mut buf = Vec::new();
+        long.encode_into(&mut buf).unwrap();
+        assert_eq!(buf, long.encode().unwrap());
+        short.encode_into(&mut buf).unwrap();
+        assert_eq!(buf, short.encode().unwrap());
+        assert_eq!(buf[0], TREE_VERSION);
     }
 
     #[test]

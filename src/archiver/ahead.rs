@@ -248,7 +248,23 @@ impl PartialOrd for Request {
 /// The heap serves its greatest: the first in walk order.
 impl Ord for Request {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.path.cmp(&self.path)
+        walk_order(&other.path, &self.path)
+    }
+}
+
+/// The order the walk comes to two directories in: `Path`'s order (names
+/// compared by bytes, component by component) for the paths the walk
+/// makes (absolute, no `.`, `..` or repeated separator), found without
+/// parsing components: at the first byte that differs, a separator comes
+/// before any byte a name can hold. (Comparing components was 1 % of a
+/// re-backup's CPU, in the pool's queue.)
+fn walk_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let rank = |c: u8| if c == b'/' { 0 } else { c };
+    match (a.get(same), b.get(same)) {
+        (Some(&x), Some(&y)) => rank(x).cmp(&rank(y)),
+        _ => a.len().cmp(&b.len()),
     }
 }
 
@@ -504,6 +520,38 @@ fn load_tree(repo: &Repository, view: &mut Option<ReadView>, id: &Id) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The queue's order is `Path`'s order, also for names with bytes
+    /// below the separator's (` `, `!`, `-`, `.`) and for a name that is
+    /// another's prefix.
+    #[test]
+    fn walk_order_is_the_order_of_paths() {
+        let paths = [
+            "/",
+            "/a",
+            "/a b",
+            "/a!",
+            "/a-b",
+            "/a.b",
+            "/a/b",
+            "/a/b/c",
+            "/a/b c",
+            "/a/b-c",
+            "/a/bc",
+            "/ab",
+            "/ab/c",
+            "/b",
+            "/a\x7f",
+            "/\u{e9}",
+            "/a/\u{e9}/x",
+        ];
+        for a in paths {
+            for b in paths {
+                let (pa, pb) = (Path::new(a), Path::new(b));
+                assert_eq!(walk_order(pa, pb), pa.cmp(pb), "{a:?} against {b:?}");
+            }
+        }
+    }
 
     /// Waits (at most 10 s) until `cond` holds.
     fn wait_until(what: &str, cond: impl Fn() -> bool) {

@@ -350,6 +350,7 @@ fn walk_with_readers<'r>(
             zeros: Default::default(),
             ahead,
             trees: NewTrees::default(),
+            tree_bytes: Vec::new(),
         };
         let walked = root::walk_paths(&mut a, paths);
         let Archiver {

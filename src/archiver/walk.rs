@@ -115,6 +115,8 @@ pub(super) struct Archiver<'r, 'p> {
     pub(super) ahead: Ahead,
     /// The trees of the new snapshot.
     pub(super) trees: NewTrees,
+    /// The last tree stored, encoded (a buffer reused from tree to tree).
+    pub(super) tree_bytes: Vec<u8>,
 }
 
 impl Archiver<'_, '_> {
@@ -285,10 +287,10 @@ impl Archiver<'_, '_> {
     }
 
     pub(super) fn store_tree(&mut self, tree: &Tree) -> Result<Id> {
-        let bytes = tree.encode()?;
+        tree.encode_into(&mut self.tree_bytes)?;
         let id = self
             .blobs
-            .store(&mut self.zeros, BlobType::Tree, &bytes, false)?;
+            .store(&mut self.zeros, BlobType::Tree, &self.tree_bytes, false)?;
         self.trees.note(id);
         Ok(id)
     }

@@ -95,12 +95,12 @@ fn long_line(p: &str, n: &Node) -> String {
     let user = if n.user.is_empty() {
         n.uid.to_string()
     } else {
-        n.user.clone()
+        n.user.to_string()
     };
     let group = if n.group.is_empty() {
         n.gid.to_string()
     } else {
-        n.group.clone()
+        n.group.to_string()
     };
     format!(
         "{}{} {:>8} {:>8} {:>12} {} {}{}",

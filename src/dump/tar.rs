@@ -223,7 +223,7 @@ fn set_owners(h: &mut Header, node: &Node, pax: &mut Vec<(String, Vec<u8>)>) -> 
             };
             r.map_err(out_err)?;
         } else {
-            pax.push((key.into(), name.clone().into_bytes()));
+            pax.push((key.into(), name.as_bytes().to_vec()));
         }
     }
     Ok(())

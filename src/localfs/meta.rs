@@ -6,34 +6,35 @@
 
 use super::stat::Stat;
 use crate::tree::{Node, NodeKind};
+use compact_str::CompactString;
 use std::collections::HashMap;
 use std::sync::RwLock;
 
 /// Caches uid/gid → name lookups for one backup.
 #[derive(Default)]
 pub struct Owners {
-    users: HashMap<u32, String>,
-    groups: HashMap<u32, String>,
+    users: HashMap<u32, CompactString>,
+    groups: HashMap<u32, CompactString>,
 }
 
 impl Owners {
     /// The user name for `uid` (empty if unknown).
-    pub fn user(&mut self, uid: u32) -> String {
+    pub fn user(&mut self, uid: u32) -> CompactString {
         self.users
             .entry(uid)
-            .or_insert_with(|| user_name(uid).unwrap_or_default())
+            .or_insert_with(|| user_name(uid).map(CompactString::from).unwrap_or_default())
             .clone()
     }
 
     /// The group name for `gid` (empty if unknown).
-    pub fn group(&mut self, gid: u32) -> String {
+    pub fn group(&mut self, gid: u32) -> CompactString {
         self.groups
             .entry(gid)
             .or_insert_with(|| {
                 nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
                     .ok()
                     .flatten()
-                    .map(|g| g.name)
+                    .map(|g| CompactString::from(g.name))
                     .unwrap_or_default()
             })
             .clone()

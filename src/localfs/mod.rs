@@ -13,6 +13,8 @@ pub mod stat;
 use crate::error::{Error, Result};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
+use std::mem::MaybeUninit;
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
@@ -103,18 +105,25 @@ pub fn list_dir(path: &Path) -> std::io::Result<Vec<OsString>> {
 
 /// [`list_dir`], keeping the directory open: its entries can then be
 /// looked up by name ([`stat::Stat::at`]) without walking `path` again.
-pub fn open_and_list_dir(path: &Path) -> std::io::Result<(nix::dir::Dir, Vec<OsString>)> {
+///
+/// The entries are read with `getdents64` into a buffer on the stack, not
+/// through `opendir`: that allocates 32 KiB per directory, and in glibc an
+/// allocation that size first merges every small block freed since the
+/// last one (a backup lists every directory and frees many small blocks).
+pub fn open_and_list_dir(path: &Path) -> std::io::Result<(OwnedFd, Vec<OsString>)> {
     use nix::fcntl::OFlag;
     use nix::sys::stat::Mode;
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut dir = match nix::dir::Dir::open(path, flags | OFlag::O_NOATIME, Mode::empty()) {
+    let dir = match nix::fcntl::open(path, flags | OFlag::O_NOATIME, Mode::empty()) {
         Ok(d) => d,
         // O_NOATIME needs ownership (or CAP_FOWNER); retry without it.
-        Err(nix::errno::Errno::EPERM) => nix::dir::Dir::open(path, flags, Mode::empty())?,
+        Err(nix::errno::Errno::EPERM) => nix::fcntl::open(path, flags, Mode::empty())?,
         Err(e) => return Err(e.into()),
     };
+    let mut buf = [const { MaybeUninit::<u8>::uninit() }; 32 << 10];
+    let mut entries = rustix::fs::RawDir::new(&dir, &mut buf);
     let mut names = Vec::new();
-    for ent in dir.iter() {
+    while let Some(ent) = entries.next() {
         let ent = ent?;
         let name = ent.file_name().to_bytes();
         if name != b"." && name != b".." {
@@ -149,4 +158,33 @@ pub fn components(p: &Path) -> Vec<&[u8]> {
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory whose entries take several times the 32 KiB read buffer
+    /// is listed whole, sorted by bytes, without `.` and `..`; the
+    /// descriptor kept open finds its entries by name.
+    #[test]
+    fn a_directory_larger_than_the_buffer_is_listed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut want: Vec<Vec<u8>> = (0..1500u32)
+            .map(|i| format!("{:0>200}-{i}", i % 7).into_bytes())
+            .collect();
+        want.push(b"\xff-not-utf8".to_vec());
+        for n in &want {
+            File::create(dir.path().join(OsStr::from_bytes(n))).unwrap();
+        }
+        want.sort();
+        let (fd, names) = open_and_list_dir(dir.path()).unwrap();
+        let got: Vec<Vec<u8>> = names.iter().map(|n| n.as_bytes().to_vec()).collect();
+        assert_eq!(got, want);
+        assert!(stat::Stat::at(&fd, &names[0]).unwrap().is_file());
+        assert_eq!(list_dir(dir.path()).unwrap(), names);
+        // Not a directory: refused, nothing listed.
+        let file = dir.path().join(&names[0]);
+        assert!(open_and_list_dir(&file).is_err());
+    }
 }
