@@ -75,6 +75,9 @@ impl NewTrees {
     }
 }
 
+/// The largest tree encoding buffer the walk keeps for the next tree.
+const TREE_BYTES_KEPT: usize = 256 << 10;
+
 /// An entry of a directory that the walk goes on to.
 struct Step {
     name: OsString,
@@ -115,7 +118,8 @@ pub(super) struct Archiver<'r, 'p> {
     pub(super) ahead: Ahead,
     /// The trees of the new snapshot.
     pub(super) trees: NewTrees,
-    /// The last tree stored, encoded (a buffer reused from tree to tree).
+    /// The last tree stored, encoded (a buffer reused from tree to tree,
+    /// up to [`TREE_BYTES_KEPT`]).
     pub(super) tree_bytes: Vec<u8>,
 }
 
@@ -291,6 +295,10 @@ impl Archiver<'_, '_> {
         let id = self
             .blobs
             .store(&mut self.zeros, BlobType::Tree, &self.tree_bytes, false)?;
+        if self.tree_bytes.capacity() > TREE_BYTES_KEPT {
+            // A large directory's buffer is not held to the end of the walk.
+            self.tree_bytes = Vec::new();
+        }
         self.trees.note(id);
         Ok(id)
     }

@@ -587,8 +587,10 @@ impl Repository {
     }
 }
 
-/// The largest tree buffer a loading thread keeps for the next tree.
-const TREE_BUFFER_KEPT: usize = 4 << 20;
+/// The largest tree buffer a loading thread keeps for the next tree: most
+/// trees are far smaller, and a large directory's buffers are let go
+/// rather than held to the end of a backup (its peak memory).
+const TREE_BUFFER_KEPT: usize = 256 << 10;
 
 thread_local! {
     /// A loading thread's buffers for one tree blob, as stored and opened.
