@@ -13,6 +13,11 @@ use serde::{Deserialize, Serialize};
 /// The version byte in front of every tree blob.
 pub const TREE_VERSION: u8 = 1;
 
+/// The largest tree buffer (encoded, or as stored and opened) a thread
+/// keeps for the next tree: most trees are far smaller, and a very large
+/// directory's buffers are let go rather than held to the end of a backup.
+pub const BUFFER_KEPT: usize = 256 << 10;
+
 /// The type of a filesystem entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeKind {

@@ -75,9 +75,6 @@ impl NewTrees {
     }
 }
 
-/// The largest tree encoding buffer the walk keeps for the next tree.
-const TREE_BYTES_KEPT: usize = 256 << 10;
-
 /// An entry of a directory that the walk goes on to.
 struct Step {
     name: OsString,
@@ -119,7 +116,7 @@ pub(super) struct Archiver<'r, 'p> {
     /// The trees of the new snapshot.
     pub(super) trees: NewTrees,
     /// The last tree stored, encoded (a buffer reused from tree to tree,
-    /// up to [`TREE_BYTES_KEPT`]).
+    /// up to [`crate::tree::BUFFER_KEPT`]).
     pub(super) tree_bytes: Vec<u8>,
 }
 
@@ -295,7 +292,7 @@ impl Archiver<'_, '_> {
         let id = self
             .blobs
             .store(&mut self.zeros, BlobType::Tree, &self.tree_bytes, false)?;
-        if self.tree_bytes.capacity() > TREE_BYTES_KEPT {
+        if self.tree_bytes.capacity() > crate::tree::BUFFER_KEPT {
             // A large directory's buffer is not held to the end of the walk.
             self.tree_bytes = Vec::new();
         }

@@ -548,7 +548,7 @@ impl Repository {
         let tree = self
             .read_blob_at_into(id, loc, &mut stored, &mut plain)
             .and_then(|()| Tree::decode(&format_args!("tree {id}"), &plain));
-        if stored.capacity().max(plain.capacity()) <= TREE_BUFFER_KEPT {
+        if stored.capacity().max(plain.capacity()) <= crate::tree::BUFFER_KEPT {
             TREE_BUFFERS.set((stored, plain));
         }
         tree
@@ -586,11 +586,6 @@ impl Repository {
         pack::open_header(&self.keys, &what, &sealed, off)
     }
 }
-
-/// The largest tree buffer a loading thread keeps for the next tree: most
-/// trees are far smaller, and a large directory's buffers are let go
-/// rather than held to the end of a backup (its peak memory).
-const TREE_BUFFER_KEPT: usize = 256 << 10;
 
 thread_local! {
     /// A loading thread's buffers for one tree blob, as stored and opened.
