@@ -9,6 +9,12 @@ use fastcdc::v2020::{Normalization, cut_gear, select_masks};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 
+/// The size a fresh [`Chunker::stream`] buffer starts at (or twice the max
+/// chunk size, if smaller). A reading worker that starts at the full size
+/// (2 MiB by default) keeps it all for the rest of the backup even when it
+/// reads only small files: on an incremental backup that is most of them.
+pub const FIRST_BUFFER: usize = 64 << 10;
+
 /// Chunk-size parameters, fixed at `init` and stored in the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkerParams {
@@ -136,8 +142,9 @@ impl Chunker {
     }
 
     /// Streams `reader` through the chunker, calling `f` with each chunk.
-    /// `buf` is reused between calls (it grows to twice the max chunk size).
-    /// Returns the total number of bytes read.
+    /// `buf` is reused between calls: it grows only as far as the data
+    /// needs, from [`FIRST_BUFFER`] by doubling to twice the max chunk size,
+    /// and keeps what it grew to. Returns the total number of bytes read.
     pub fn stream<R: Read + ?Sized>(
         &self,
         reader: &mut R,
@@ -147,23 +154,27 @@ impl Chunker {
     ) -> Result<u64> {
         let max = self.params.max as usize;
         let cap = max * 2;
-        // Reused across files: grow once, never clear (2 MiB of memset per
-        // file would cost more than reading a small file).
-        if buf.len() < cap {
-            buf.resize(cap, 0);
-        }
+        // Never cleared between files (zeroing it per file would cost more
+        // than reading a small one), and never grown for a small file: each
+        // byte of it that was ever written stays in the process's memory.
+        buf.truncate(cap);
         let (mut start, mut end) = (0usize, 0usize);
         let mut eof = false;
         let mut total = 0u64;
         loop {
             // Refill until max bytes are available or the stream ends.
             while !eof && end - start < max {
-                if end == cap {
-                    buf.copy_within(start..end, 0);
-                    end -= start;
-                    start = 0;
+                if end == buf.len() {
+                    if buf.len() < cap {
+                        let grown = (buf.len() * 2).clamp(FIRST_BUFFER.min(cap), cap);
+                        buf.resize(grown, 0);
+                    } else {
+                        buf.copy_within(start..end, 0);
+                        end -= start;
+                        start = 0;
+                    }
                 }
-                match reader.read(&mut buf[end..cap]) {
+                match reader.read(&mut buf[end..]) {
                     Ok(0) => eof = true,
                     Ok(n) => {
                         end += n;
@@ -252,6 +263,51 @@ mod tests {
             .unwrap();
         assert_eq!(total, data.len() as u64);
         assert_eq!(got, lens);
+    }
+
+    #[test]
+    fn the_buffer_grows_only_as_far_as_the_data_needs() {
+        let c = Chunker::new(ChunkerParams::default(), &[7u64; 256]).unwrap();
+        let cap = 2 * ChunkerParams::default().max as usize;
+        let mut data = vec![0u8; cap + 300_000];
+        blake3::Hasher::new()
+            .update(b"g")
+            .finalize_xof()
+            .fill(&mut data);
+        let run = |buf: &mut Vec<u8>, d: &[u8]| {
+            let mut got = Vec::new();
+            let total = c
+                .stream(
+                    &mut &d[..],
+                    buf,
+                    |ch| {
+                        got.push(ch.len());
+                        Ok(())
+                    },
+                    |e| Error::io("x", e),
+                )
+                .unwrap();
+            assert_eq!(total, d.len() as u64);
+            assert_eq!(got, c.cut_all(d), "{} bytes", d.len());
+        };
+        let mut buf = Vec::new();
+        // Small files: the buffer stays at its first size.
+        for len in [0, 1, 13_000, FIRST_BUFFER - 1] {
+            run(&mut buf, &data[..len]);
+            assert!(buf.len() <= FIRST_BUFFER, "{} after {len}", buf.len());
+        }
+        // One exactly the first size needs one step more to see its end.
+        run(&mut buf, &data[..FIRST_BUFFER]);
+        assert_eq!(buf.len(), 2 * FIRST_BUFFER);
+        run(&mut buf, &data[..300_000]);
+        assert_eq!(buf.len(), 512 << 10);
+        // A large one grows it to the full size, and it stays there.
+        run(&mut buf, &data);
+        assert_eq!(buf.len(), cap);
+        for len in [5_000, 700_000, cap, cap + 1] {
+            run(&mut buf, &data[..len]);
+            assert_eq!(buf.len(), cap);
+        }
     }
 
     #[test]

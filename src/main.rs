@@ -7,21 +7,26 @@ fn main() {
     std::process::exit(code);
 }
 
-/// Buffers of 2 MiB and more (packs being filled, pack reads) are mapped
-/// and unmapped one by one rather than carved from malloc's arenas;
-/// chunks (at most 1 MiB) still come from the arenas.
+/// Buffers of 512 KiB and more (chunks of the larger half, tree nodes of
+/// large directories, packs being filled, pack reads) are mapped and
+/// unmapped one by one rather than carved from malloc's arenas.
 ///
 /// glibc raises its mmap threshold to the size of the largest mapped
 /// block freed so far (up to 32 MiB), and after that every buffer below it
 /// comes from per-thread arenas that keep what is freed: a backup's peak
 /// RSS then grew with the number of reading and packing threads. Fixing
-/// the threshold turns that adjustment off (measured in bench/README.md,
-/// issue 15: cold backup peak RSS 56-61 MiB before, 50-53 MiB after, the
-/// same speed; a 256 KiB threshold saved more but made backups slower). A threshold the user set (`MALLOC_MMAP_THRESHOLD_` or
-/// `GLIBC_TUNABLES`) is left as it is.
+/// the threshold turns that adjustment off. At 2 MiB (issue 15, first
+/// round) a cold backup of the benchmark tree peaked at 50-53 MiB against
+/// 56-61 MiB. At 512 KiB the buffers of 0.5 to 2 MiB that one thread
+/// allocates and another frees (old trees loaded by the listing pool and
+/// dropped by the walk, blob batches, large chunks) no longer fragment
+/// the arenas: an incremental backup of the benchmark tree peaked at
+/// 35-36 MiB against 42-46 MiB, a cold one at 39-42 against 42-49 MiB, at
+/// the same speed (bench/results/2026-12-05-mmap). A threshold the user
+/// set (`MALLOC_MMAP_THRESHOLD_` or `GLIBC_TUNABLES`) is left as it is.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn fix_mmap_threshold() {
-    const THRESHOLD: libc::c_int = 2 << 20;
+    const THRESHOLD: libc::c_int = 512 << 10;
     if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
         || std::env::var_os("GLIBC_TUNABLES").is_some()
     {

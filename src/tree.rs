@@ -148,7 +148,12 @@ pub struct Tree {
 impl Tree {
     /// Sorts nodes (and their xattrs) into canonical order.
     pub fn canonicalize(&mut self) {
-        self.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        // A backup's walk lists names in order, so this is nearly always a
+        // check only: the stable sort would first allocate scratch of half
+        // the nodes (1.7 MB for a directory of 6,661 entries).
+        if !self.nodes.is_sorted_by(|a, b| a.name <= b.name) {
+            self.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        }
         for n in &mut self.nodes {
             n.xattrs.sort();
         }
