@@ -225,6 +225,23 @@ mod tests {
         .unwrap()
     }
 
+    /// The chunk lengths and byte count that `c.stream` gives for `r`.
+    fn stream_lens(c: &Chunker, r: &mut dyn Read, buf: &mut Vec<u8>) -> (u64, Vec<usize>) {
+        let mut got = Vec::new();
+        let total = c
+            .stream(
+                r,
+                buf,
+                |ch| {
+                    got.push(ch.len());
+                    Ok(())
+                },
+                |e| Error::io("x", e),
+            )
+            .unwrap();
+        (total, got)
+    }
+
     #[test]
     fn stream_matches_cut_all_and_bounds() {
         let c = chunker();
@@ -238,7 +255,6 @@ mod tests {
         for l in &lens[..lens.len() - 1] {
             assert!((1024..=16384).contains(l), "{l}");
         }
-        let mut got = Vec::new();
         let mut buf = Vec::new();
         // A reader that returns small, odd-sized reads.
         struct Dribble<'a>(&'a [u8]);
@@ -250,17 +266,7 @@ mod tests {
                 Ok(n)
             }
         }
-        let total = c
-            .stream(
-                &mut Dribble(&data),
-                &mut buf,
-                |ch| {
-                    got.push(ch.len());
-                    Ok(())
-                },
-                |e| Error::io("x", e),
-            )
-            .unwrap();
+        let (total, got) = stream_lens(&c, &mut Dribble(&data), &mut buf);
         assert_eq!(total, data.len() as u64);
         assert_eq!(got, lens);
     }
@@ -275,18 +281,7 @@ mod tests {
             .finalize_xof()
             .fill(&mut data);
         let run = |buf: &mut Vec<u8>, d: &[u8]| {
-            let mut got = Vec::new();
-            let total = c
-                .stream(
-                    &mut &d[..],
-                    buf,
-                    |ch| {
-                        got.push(ch.len());
-                        Ok(())
-                    },
-                    |e| Error::io("x", e),
-                )
-                .unwrap();
+            let (total, got) = stream_lens(&c, &mut &d[..], buf);
             assert_eq!(total, d.len() as u64);
             assert_eq!(got, c.cut_all(d), "{} bytes", d.len());
         };
@@ -322,18 +317,7 @@ mod tests {
             .update(b"y")
             .finalize_xof()
             .fill(&mut data[150_000..]);
-        let mut got = Vec::new();
-        let mut buf = Vec::new();
-        c.stream(
-            &mut &data[..],
-            &mut buf,
-            |ch| {
-                got.push(ch.len());
-                Ok(())
-            },
-            |e| Error::io("x", e),
-        )
-        .unwrap();
+        let (_, got) = stream_lens(&c, &mut &data[..], &mut Vec::new());
         assert_eq!(got, c.cut_all(&data));
     }
 
