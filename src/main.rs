@@ -7,7 +7,7 @@ fn main() {
     std::process::exit(code);
 }
 
-/// Buffers of 512 KiB and more (chunks of the larger half, tree nodes of
+/// Buffers of 512 KiB and more (the larger chunks, the nodes of
 /// large directories, packs being filled, pack reads) are mapped and
 /// unmapped one by one rather than carved from malloc's arenas.
 ///
@@ -21,8 +21,9 @@ fn main() {
 /// allocates and another frees (old trees loaded by the listing pool and
 /// dropped by the walk, blob batches, large chunks) no longer fragment
 /// the arenas: an incremental backup of the benchmark tree peaked at
-/// 35-36 MiB against 42-46 MiB, a cold one at 39-42 against 42-49 MiB, at
-/// the same speed (bench/results/2026-12-05-mmap). A threshold the user
+/// 34.4-35.5 MiB against 40.8-45.0 MiB, a cold one at 38.1-40.7 against
+/// 40.3-45.3 MiB (a key of low work factor, so the backup's own work), at
+/// the same wall time (bench/results/2026-12-05-mmap). A threshold the user
 /// set (`MALLOC_MMAP_THRESHOLD_` or `GLIBC_TUNABLES`) is left as it is.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn fix_mmap_threshold() {

@@ -149,8 +149,9 @@ impl Tree {
     /// Sorts nodes (and their xattrs) into canonical order.
     pub fn canonicalize(&mut self) {
         // A backup's walk lists names in order, so this is nearly always a
-        // check only: the stable sort would first allocate scratch of half
-        // the nodes (1.7 MB for a directory of 6,661 entries).
+        // check only: the stable sort would first allocate scratch as large
+        // as the nodes (1.7 MB for a directory of 6,518 entries, at 264
+        // bytes a node).
         if !self.nodes.is_sorted_by(|a, b| a.name <= b.name) {
             self.nodes.sort_by(|a, b| a.name.cmp(&b.name));
         }
