@@ -6,7 +6,7 @@
 
 use super::{BlobType, MAX_BLOB_PLAIN, PackEntry};
 use crate::crypto::{Keys, SEAL_OVERHEAD};
-use crate::dictionary::{DictSource, Dictionary, frame_dict_id};
+use crate::dictionary::{DictSource, Dictionary, frame_dict_id, suits};
 use crate::error::{Error, Result};
 use crate::id::Id;
 
@@ -264,8 +264,9 @@ thread_local! {
 /// Compresses (data blobs only when `level` is not 0; tree blobs always, at
 /// level 3 when `level` is 0) and seals one blob on this thread's reused
 /// zstd context. Data blobs are compressed with `dict` when one is given
-/// (`compression = 2`); tree blobs never are. Safe to call from many
-/// threads at once.
+/// and the dictionary [`suits`] them
+/// (`compression = 2`); binary data blobs and tree blobs never are. Safe to
+/// call from many threads at once.
 pub fn seal_blob(
     keys: &Keys,
     level: i32,
@@ -280,7 +281,7 @@ pub fn seal_blob(
     let level = if level == 0 { 3 } else { level };
     COMPRESSOR.with(|c| {
         let mut c = c.borrow_mut();
-        match dict.filter(|_| ty == BlobType::Data) {
+        match dict.filter(|_| ty == BlobType::Data && suits(plain)) {
             Some(d) => {
                 if c.dict
                     .as_ref()
@@ -409,5 +410,57 @@ mod tests {
         let err = open_blob_into(&k, &NoDictionaries, "b", &e, &p.stored, &mut plain).unwrap_err();
         assert!(err.to_string().contains("not in the repository"), "{err}");
         assert!(plain.is_empty());
+    }
+
+    /// Given a dictionary, a text blob is compressed with it and a binary
+    /// one (a NUL byte in its first 8 KiB, however small) without, at any
+    /// level; a NUL further on leaves the blob text. Tree blobs never use
+    /// it. Each opens exactly.
+    #[test]
+    fn binary_blobs_are_compressed_without_the_dictionary() {
+        use crate::dictionary::BINARY_PROBE;
+        let k = Keys::derive(&MasterKey::from_bytes([5; 32]));
+        let texts = crate::dictionary::tests::corpus(400);
+        let samples = &texts[..200];
+        let sizes: Vec<usize> = samples.iter().map(|s| s.len()).collect();
+        let zd = crate::dictionary::train(&samples.concat(), &sizes).expect("trains");
+        let (name, _) = Dictionary::seal(&k, &zd).unwrap();
+        let d = Arc::new(Dictionary::from_zstd("d", name, zd).unwrap());
+        let dicts = Dictionaries::new(vec![d.clone()]);
+
+        let text = texts[200..].concat();
+        assert!(text.len() > 2 * BINARY_PROBE && !text.contains(&0));
+        let nul_at = |at: usize| {
+            let mut t = text.clone();
+            t[at] = 0;
+            t
+        };
+        let mut small = texts[200].clone();
+        small.insert(3, 0);
+        let cases = [
+            (text.clone(), BlobType::Data, 2),
+            (nul_at(BINARY_PROBE), BlobType::Data, 2),
+            (nul_at(BINARY_PROBE - 1), BlobType::Data, 1),
+            (nul_at(0), BlobType::Data, 1),
+            (small, BlobType::Data, 1),
+            (text.clone(), BlobType::Tree, 1),
+        ];
+        let mut plain = Vec::new();
+        for level in [1, 3] {
+            for (i, (data, ty, want)) in cases.iter().enumerate() {
+                let p = seal_blob(&k, level, Some(&d), *ty, k.blob_id(data), data).unwrap();
+                assert_eq!(p.compression, *want, "case {i} at level {level}");
+                open_blob_into(
+                    &k,
+                    &dicts,
+                    "b",
+                    &entry(&p, &p.stored),
+                    &p.stored,
+                    &mut plain,
+                )
+                .unwrap();
+                assert!(plain == *data, "case {i} at level {level}");
+            }
+        }
     }
 }

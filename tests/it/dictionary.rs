@@ -2,8 +2,9 @@
 //! without one trains one from its first data blobs and writes it to
 //! `dicts/`; data blobs after it are stored with `compression = 2` and
 //! take less room; later backups reuse it; a missing or damaged dictionary
-//! is named by `check`; two first backups at once, and one killed after
-//! writing its dictionary, leave a repository that checks and restores.
+//! is named by `check`; binary files go without it; two first backups at
+//! once, and one killed after writing its dictionary, leave a repository
+//! that checks and restores.
 
 use crate::common::{self, TestRepo};
 use crate::faults::{larder_cmd, spawn, wait_bounded};
@@ -175,6 +176,33 @@ fn a_dictionary_is_trained_once_and_shrinks_what_is_stored() {
     assert!(after[2] >= data[2] + 150, "{data:?} then {after:?}");
     assert_eq!(after[1], data[1], "no new blob went without it");
     restore_same(&with, &snap2, &more, "second");
+}
+
+/// Binary files (a NUL byte near their start) are stored without the
+/// dictionary, text beside them with it; both restore exactly.
+#[test]
+fn binary_files_are_stored_without_the_dictionary() {
+    let t = TestRepo::new();
+    drop(t.init());
+    let docs = t.dir.path().join("docs");
+    make_docs(&docs, 3, 600);
+    backup(&t, &docs, BUDGET);
+    assert_eq!(dicts(&t.repo_path()).len(), 1);
+    let (before, _) = codes(&t);
+
+    let mixed = t.dir.path().join("mixed");
+    for i in 0..40u64 {
+        let mut bin = page(7_000 + i);
+        bin[10] = 0;
+        write(&mixed.join(format!("b{i}.bin")), &bin);
+        write(&mixed.join(format!("t{i}.html")), &page(8_000 + i));
+    }
+    let snap = backup(&t, &mixed, BUDGET);
+    let (after, _) = codes(&t);
+    assert_eq!(after[1] - before[1], 40, "binary files without it: {after:?}");
+    assert_eq!(after[2] - before[2], 40, "text files with it: {after:?}");
+    restore_same(&t, &snap, &mixed, "mixed");
+    check_read_data_clean(&t);
 }
 
 #[test]
