@@ -199,7 +199,11 @@ fn binary_files_are_stored_without_the_dictionary() {
     }
     let snap = backup(&t, &mixed, BUDGET);
     let (after, _) = codes(&t);
-    assert_eq!(after[1] - before[1], 40, "binary files without it: {after:?}");
+    assert_eq!(
+        after[1] - before[1],
+        40,
+        "binary files without it: {after:?}"
+    );
     assert_eq!(after[2] - before[2], 40, "text files with it: {after:?}");
     restore_same(&t, &snap, &mixed, "mixed");
     check_read_data_clean(&t);
