@@ -341,6 +341,16 @@ mod tests {
         }
     }
 
+    /// A dictionary trained on `samples`, and the set a reader finds it in.
+    fn trained(k: &Keys, samples: &[Vec<u8>]) -> (Arc<Dictionary>, Dictionaries) {
+        let sizes: Vec<usize> = samples.iter().map(|s| s.len()).collect();
+        let zd = crate::dictionary::train(&samples.concat(), &sizes).expect("trains");
+        let (name, _) = Dictionary::seal(k, &zd).unwrap();
+        let d = Arc::new(Dictionary::from_zstd("d", name, zd).unwrap());
+        let dicts = Dictionaries::new(vec![d.clone()]);
+        (d, dicts)
+    }
+
     /// One reused plaintext buffer opens blobs of every kind (raw, zstd,
     /// zstd with a dictionary) in any order of sizes, each exactly; a blob
     /// that fails leaves no plaintext to write by mistake.
@@ -349,12 +359,7 @@ mod tests {
         let k = Keys::derive(&MasterKey::from_bytes([4; 32]));
         let texts = crate::dictionary::tests::corpus(202);
         let text = |n: usize| texts[n].clone();
-        let samples = &texts[..200];
-        let sizes: Vec<usize> = samples.iter().map(|s| s.len()).collect();
-        let zd = crate::dictionary::train(&samples.concat(), &sizes).expect("trains");
-        let (name, _) = Dictionary::seal(&k, &zd).unwrap();
-        let d = Arc::new(Dictionary::from_zstd("d", name, zd).unwrap());
-        let dicts = Dictionaries::new(vec![d.clone()]);
+        let (d, dicts) = trained(&k, &texts[..200]);
 
         let random: Vec<u8> = (0..50_000u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
@@ -421,12 +426,7 @@ mod tests {
         use crate::dictionary::BINARY_PROBE;
         let k = Keys::derive(&MasterKey::from_bytes([5; 32]));
         let texts = crate::dictionary::tests::corpus(400);
-        let samples = &texts[..200];
-        let sizes: Vec<usize> = samples.iter().map(|s| s.len()).collect();
-        let zd = crate::dictionary::train(&samples.concat(), &sizes).expect("trains");
-        let (name, _) = Dictionary::seal(&k, &zd).unwrap();
-        let d = Arc::new(Dictionary::from_zstd("d", name, zd).unwrap());
-        let dicts = Dictionaries::new(vec![d.clone()]);
+        let (d, dicts) = trained(&k, &texts[..200]);
 
         let text = texts[200..].concat();
         assert!(text.len() > 2 * BINARY_PROBE && !text.contains(&0));
