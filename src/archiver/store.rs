@@ -169,10 +169,12 @@ fn sample_budget(repo: &Repository) -> usize {
 }
 
 /// Offers a sealed data blob to the sampler if it was compressed without a
-/// dictionary (`compression` 1: so none is in use, and the blob is not
-/// incompressible data a dictionary cannot help); the blob that completes
-/// the sample trains the dictionary here and writes it to the repository.
-/// Too little to learn from leaves the run without one.
+/// dictionary (`compression` 1: the blob is not incompressible data a
+/// dictionary cannot help, and either none is in use or the blob is
+/// binary, which the sampler refuses, so a run that has a dictionary
+/// never trains another); the blob that completes the sample trains the
+/// dictionary here and writes it to the repository. Too little to learn
+/// from leaves the run without one.
 fn learn(
     repo: &Repository,
     sampler: &Sampler,

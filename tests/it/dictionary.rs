@@ -191,9 +191,10 @@ fn a_dictionary_is_trained_once_and_shrinks_what_is_stored() {
 }
 
 /// Binary files (a NUL byte near their start) are stored without the
-/// dictionary, text beside them with it; both restore exactly. (The rule
-/// is the blob's: a chunk of a binary file without a NUL in its first
-/// 8 KiB is text.)
+/// dictionary, text beside them with it; both restore exactly. More
+/// binary bytes than the sample budget train no second dictionary. (The
+/// rule is the blob's: a chunk of a binary file without a NUL in its
+/// first 8 KiB is text.)
 #[test]
 fn binary_files_are_stored_without_the_dictionary() {
     let (t, _, _) = backed_up_docs(3, 600);
@@ -203,17 +204,21 @@ fn binary_files_are_stored_without_the_dictionary() {
     // Below the test chunker's minimum (4 KiB), so each file is one blob.
     let one_chunk = |seed: u64| page(seed)[..4000].to_vec();
     let mixed = t.dir.path().join("mixed");
-    for i in 0..40u64 {
+    for i in 0..80u64 {
         let mut bin = one_chunk(7_000 + i);
         bin[10] = 0;
         write(&mixed.join(format!("b{i}.bin")), &bin);
+    }
+    assert!(80 * 4000 > BUDGET.parse::<usize>().unwrap());
+    for i in 0..40u64 {
         write(&mixed.join(format!("t{i}.html")), &one_chunk(8_000 + i));
     }
     let snap = backup(&t, &mixed, BUDGET);
+    assert_eq!(dicts(&t.repo_path()).len(), 1, "no second dictionary");
     let (after, _) = codes(&t);
     assert_eq!(
         after[1] - before[1],
-        40,
+        80,
         "binary files without it: {after:?}"
     );
     assert_eq!(after[2] - before[2], 40, "text files with it: {after:?}");
