@@ -1,10 +1,10 @@
 #!/bin/bash
-# abrss.sh MODE ROUNDS BIN...: incremental backup peak RSS (KiB) and wall, binaries alternated, on prepared repos
+# abrss.sh MODE ROUNDS BIN... (CORPUS=DIR PREP=DIR: another tree and where its prepared repository goes; the usual tree by default): incremental backup peak RSS (KiB) and wall, binaries alternated, on prepared repos
 # NOEDIT=1: an unchanged re-backup instead (no edits applied)
 # MODE real|cheap. Prepared once per MODE in /var/tmp/dt/prep-MODE (init + cold + re-backup by the first BIN).
 set -e
 MODE=$1; N=$2; shift 2; BINS=("$@")
-C=/var/tmp/dt/corpus; P=/var/tmp/dt/prep-$MODE; W=/var/tmp/dt/abw
+C=${CORPUS:-/var/tmp/dt/corpus}; P=${PREP:-/var/tmp/dt/prep-$MODE}; W=/var/tmp/dt/abw
 export LARDER_PASSWORD="larder-bench passphrase 5"
 if [ "$MODE" = cheap ]; then export LARDER_INSECURE_TEST_KDF=1 LARDER_KDF_WORK_FACTOR=10; fi
 if [ ! -d $P ]; then
