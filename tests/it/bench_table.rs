@@ -401,9 +401,11 @@ fn restore_onto_tmpfs_is_judged_against_the_pipeline_beside_it() {
 fn cold_backup_is_judged_against_the_pipeline_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let table_of = |pair: bool| -> String {
-        // Cold backups 1.5, 1.7, 1.6 s (median 1.6); the distant pipeline
-        // 1.0 s (1.60×); the pipelines beside them 1.4, 1.3, 1.5 s in run 1
-        // (median 1.4: 1.14×) and 1.2, 1.6, 1.25 s in run 2 (1.28×).
+        // Cold backups 1.5, 1.7, 1.6 s (median 1.6; 1.1 s as work, less
+        // the 0.5 s open); the distant pipeline 1.0 s (1.60×, as work
+        // 1.10×); the pipelines beside them 1.4, 1.3, 1.5 s in run 1
+        // (median 1.4: 1.14×, as work 0.79×) and 1.2, 1.6, 1.25 s in run 2
+        // (1.28×, as work 0.88×).
         let csv = paired_samples(
             "cold_backup",
             &["1.5", "1.7", "1.6"],
@@ -413,13 +415,20 @@ fn cold_backup_is_judged_against_the_pipeline_beside_it() {
         );
         table_of_samples(dir.path(), &format!("raw-{pair}.csv"), &csv)
     };
-    // Run 2 misses, so the paired verdict is not met either.
+    // Run 2 misses, so the paired verdict is not met either. The verdict
+    // is end to end: the work, shown beside it, meets the target in both.
     check_pairing(
         "cold backup within 1.2× of `tar \\| zstd -3 -T2`",
         &table_of(true),
-        ("larder / pipeline beside it: 1.14×, 1.28×", "not met"),
+        (
+            "larder / pipeline beside it: 1.14×, 1.28×; as work, its open cost taken out: 0.79×, 0.88×",
+            "not met",
+        ),
         &table_of(false),
-        ("larder / pipeline: 1.60×, 1.60×", "not met"),
+        (
+            "larder / pipeline: 1.60×, 1.60×; as work, its open cost taken out: 1.10×, 1.10×",
+            "not met",
+        ),
         &[
             "timed beside a `tar | zstd` and a run of the stages alone",
             // The pipeline beside has its own reference row.
