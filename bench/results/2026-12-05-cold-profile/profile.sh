@@ -1,9 +1,11 @@
 #!/bin/bash
 # profile.sh N BIN [TREE]: N profiles of a cold backup of TREE (default the
 # usual tree's copy, /var/tmp/dt/corpus) into a fresh repository with the
-# real key, each after reading the tree into the page cache. Prints, per
-# profile, the share of samples by category (symbol patterns below) and
-# the samples in each 0.1 s of the run (about 200 per busy core at 1999 Hz).
+# real key, each after reading the tree into the page cache and one
+# backup timed without perf (into its own fresh repository). Prints, per
+# profile, the plain backup's time, the share of samples by category
+# (symbol patterns below) and the samples in each 0.1 s of the run (about
+# 200 per busy core at 1999 Hz).
 set -e
 N=$1; BIN=$2; TREE=${3:-/var/tmp/dt/corpus}; W=/var/tmp/cold-prof
 export LARDER_PASSWORD="larder-bench passphrase 5"
@@ -11,6 +13,9 @@ export LARDER_REPOSITORY=$W/repo LARDER_CACHE_DIR=$W/cache LARDER_STATE_DIR=$W/s
 for i in $(seq "$N"); do
   rm -rf $W; mkdir -p $W; "$BIN" -q init >/dev/null
   tar -cf - "$TREE" 2>/dev/null | cat >/dev/null
+  /usr/bin/time -f "plain $i: %e s wall, %U s user, %S s sys, %M KiB" \
+    "$BIN" -q backup "$TREE" >/dev/null
+  rm -rf $W; mkdir -p $W; "$BIN" -q init >/dev/null
   /usr/bin/time -f "profile $i: %e s wall, %U s user, %S s sys, %M KiB" \
     perf record -q -F 1999 -g -o $W/perf.data "$BIN" -q backup "$TREE" >/dev/null
   perf report -i $W/perf.data --no-children --sort sym --stdio -g none 2>/dev/null | python3 -c '
