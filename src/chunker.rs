@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use fastcdc::v2020::{Normalization, cut_gear, select_masks};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
+use std::ops::ControlFlow;
 
 /// The size a fresh [`Chunker::stream`] buffer starts at (or twice the max
 /// chunk size, if smaller). A reading worker that starts at the full size
@@ -150,6 +151,24 @@ impl Chunker {
         reader: &mut R,
         buf: &mut Vec<u8>,
         mut f: impl FnMut(&[u8]) -> Result<()>,
+        on_err: impl FnMut(std::io::Error) -> Error,
+    ) -> Result<u64> {
+        self.stream_while(
+            reader,
+            buf,
+            |c| f(c).map(|()| ControlFlow::Continue(())),
+            on_err,
+        )
+    }
+
+    /// [`Chunker::stream`], stopping after the chunk for which `f` says
+    /// [`ControlFlow::Break`]. Returns the number of bytes read, which then
+    /// includes bytes read ahead past that chunk.
+    pub fn stream_while<R: Read + ?Sized>(
+        &self,
+        reader: &mut R,
+        buf: &mut Vec<u8>,
+        mut f: impl FnMut(&[u8]) -> Result<ControlFlow<()>>,
         mut on_err: impl FnMut(std::io::Error) -> Error,
     ) -> Result<u64> {
         let max = self.params.max as usize;
@@ -195,7 +214,9 @@ impl Chunker {
             } else {
                 self.cut(window).max(1)
             };
-            f(&buf[start..start + n])?;
+            if f(&buf[start..start + n])?.is_break() {
+                return Ok(total);
+            }
             start += n;
         }
     }

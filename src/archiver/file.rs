@@ -5,6 +5,7 @@
 //! made while it was read. Also its extended attributes (on the walk).
 
 use super::blobs::{SharedSink, ZeroIds};
+use super::split::{self, HelpJob, Helper, RangeReader, Split};
 use super::walk::Archiver;
 use crate::chunker::Chunker;
 use crate::error::{Error, Result};
@@ -49,9 +50,10 @@ pub(super) struct ReaderState {
 /// accepts may hang on a directory descriptor the walk closes once past
 /// it). Only `before.size` bytes are read (no read to find the end); a
 /// file that grew, shrank, was touched or replaced meanwhile is caught by
-/// one fstat after the read. Runs on a reading worker; an `Err` is fatal
-/// to the backup (the store stopped, an interrupt), a file problem is a
-/// warning in the outcome.
+/// one fstat after the read. With `split`, another worker may read the
+/// second half ([`super::split`]). Runs on a reading worker; an `Err` is
+/// fatal to the backup (the store stopped, an interrupt), a file problem
+/// is a warning in the outcome.
 pub(super) fn read_file(
     st: &mut ReaderState,
     sink: &SharedSink<'_>,
@@ -59,6 +61,7 @@ pub(super) fn read_file(
     path: &Path,
     opened: std::io::Result<std::fs::File>,
     before: &Stat,
+    split: Option<&Split>,
 ) -> Result<ReadOutcome> {
     let mut out = ReadOutcome {
         content: Vec::new(),
@@ -75,7 +78,7 @@ pub(super) fn read_file(
         }
     };
     progress.file(path);
-    let sparse = before.blocks.saturating_mul(512) < before.size;
+    let sparse = before.is_sparse();
     let mut plain_reader = std::io::Read::take(&f, before.size);
     let mut sparse_reader = sparse::SparseReader::new(&f, before.size);
     let reader: &mut dyn std::io::Read = if sparse {
@@ -83,29 +86,37 @@ pub(super) fn read_file(
     } else {
         &mut plain_reader
     };
-    let mut read_err: Option<String> = None;
     let inline = before.size <= SEAL_IN_PLACE_MAX;
-    let (chunker, buf, zeros, content) =
-        (&st.chunker, &mut st.buf, &mut st.zeros, &mut out.content);
-    let total = chunker.stream(
-        reader,
-        buf,
-        |c| {
-            crate::interrupt::check()?;
-            content.push(sink.store(zeros, BlobType::Data, c, inline)?);
-            progress.bytes(c.len() as u64);
-            Ok(())
-        },
-        |e| {
+    let mut read_err: Option<String> = None;
+    let read = {
+        let (chunker, buf, zeros) = (&st.chunker, &mut st.buf, &mut st.zeros);
+        let mut store = storing(sink, zeros, progress, inline);
+        let mut on_err = |e| {
             read_err = Some(format!("{}: read failed: {e}", path.display()));
             Error::io(path, e)
-        },
-    );
-    let total = match (total, read_err) {
-        (Ok(t), _) => t,
+        };
+        let reader_at = |pos| RangeReader {
+            file: &f,
+            pos,
+            end: before.size,
+        };
+        split::read_lead(
+            chunker,
+            buf,
+            reader,
+            reader_at,
+            split,
+            &mut store,
+            &mut on_err,
+        )
+    };
+    let total = match (read, read_err) {
+        (Ok((content, total)), _) => {
+            out.content = content;
+            total
+        }
         (Err(_), Some(msg)) => {
             out.warning = Some(msg);
-            out.content.clear();
             out.exists = path.exists();
             return Ok(out);
         }
@@ -121,6 +132,44 @@ pub(super) fn read_file(
         out.exists = path.exists();
     }
     Ok(out)
+}
+
+/// Chunks the second half of a split file on a helper worker, if the
+/// lead has not taken it ([`super::split::read_helper`]).
+pub(super) fn help(
+    st: &mut ReaderState,
+    sink: &SharedSink<'_>,
+    progress: &dyn Progress,
+    job: &HelpJob,
+) {
+    let Some(helper) = Helper::claim(&job.split) else {
+        return;
+    };
+    let inline = job.size <= SEAL_IN_PLACE_MAX;
+    let (chunker, buf, zeros) = (&st.chunker, &mut st.buf, &mut st.zeros);
+    let mut store = storing(sink, zeros, progress, inline);
+    let mut reader = RangeReader {
+        file: &job.file,
+        pos: job.split.from,
+        end: job.size,
+    };
+    split::read_helper(chunker, buf, &mut reader, job.size, helper, &mut store);
+}
+
+/// Stores one chunk of a file's data (sealed on this worker if `inline`)
+/// and counts its bytes as done; stops at an interrupt.
+fn storing<'a>(
+    sink: &'a SharedSink<'_>,
+    zeros: &'a mut ZeroIds,
+    progress: &'a dyn Progress,
+    inline: bool,
+) -> impl FnMut(&[u8]) -> Result<Id> + 'a {
+    move |c| {
+        crate::interrupt::check()?;
+        let id = sink.store(zeros, BlobType::Data, c, inline)?;
+        progress.bytes(c.len() as u64);
+        Ok(id)
+    }
 }
 
 impl Archiver<'_, '_> {

@@ -10,7 +10,8 @@
 //! nodes), [`ahead`] (directory listings read ahead of it), [`exclude`]
 //! (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`readers`] (the workers that read new and changed files while
-//! the walk goes on) and [`file`] (reading and chunking one file),
+//! the walk goes on) and [`file`] (reading and chunking one file, a
+//! large one by two workers: [`split`]),
 //! [`blobs`] (hashing and deduplication), [`assemble`] (the walk's nodes
 //! put together in walk order as files are read), [`store`] (compress,
 //! seal, pack, upload), [`root`] (the directories above the backed-up
@@ -31,6 +32,7 @@ mod readers;
 mod root;
 mod runmark;
 mod scan;
+mod split;
 mod store;
 mod walk;
 
@@ -346,6 +348,7 @@ fn walk_with_readers<'r>(
             excluder,
             last_tree: None,
             jobs,
+            split_at: split::SplitAt::new(readers::worker_count(), chunker.params().max),
             assembly: Default::default(),
             zeros: Default::default(),
             ahead,

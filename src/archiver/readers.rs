@@ -4,17 +4,19 @@
 //! while the walk goes on. Each file's outcome comes back on its own
 //! one-slot channel, which the walk's in-order assembly waits on (see
 //! [`super::walk`]), so the trees come out as a single-threaded walk makes
-//! them. The job queue is bounded, and each worker holds one file's read
+//! them. A large file is read by two of them ([`super::split`]). The job queue is bounded, and each worker holds one file's read
 //! buffer: memory stays flat however many files change.
 
 use super::blobs::{SharedSink, ZeroIds};
-use super::file::{ReadOutcome, ReaderState, read_file};
+use super::file::{ReadOutcome, ReaderState, help, read_file};
 use super::queue::{Sending, queue};
+use super::split::{HelpJob, Split};
 use crate::chunker::Chunker;
 use crate::error::Result;
 use crate::progress::Progress;
 use crossbeam_channel::Sender;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::Scope;
 
@@ -25,7 +27,15 @@ const JOB_QUEUE: usize = 64;
 const LOW_WATER: usize = JOB_QUEUE / 2;
 
 /// The walk's end of the job queue.
-pub(super) type Jobs = Sending<ReadJob>;
+pub(super) type Jobs = Sending<Job>;
+
+/// What a worker takes from the queue.
+pub(super) enum Job {
+    Read(ReadJob),
+    /// The second half of a large file ([`super::split`]), queued right
+    /// after the file's own job.
+    Help(HelpJob),
+}
 
 /// One file to read, opened by the walk.
 pub(super) struct ReadJob {
@@ -33,6 +43,8 @@ pub(super) struct ReadJob {
     pub(super) file: std::io::Result<std::fs::File>,
     pub(super) md: crate::localfs::stat::Stat,
     pub(super) reply: Sender<Result<ReadOutcome>>,
+    /// Shared with the file's help job, if it has one.
+    pub(super) split: Option<Arc<Split>>,
 }
 
 /// The number of reading workers: `LARDER_READ_THREADS`, else one per core.
@@ -55,7 +67,7 @@ pub(super) fn spawn<'scope, 'env, 'r: 'env>(
     progress: &'env dyn Progress,
     failed: &'env AtomicBool,
 ) -> Jobs {
-    let (tx, rx) = queue::<ReadJob>(JOB_QUEUE, LOW_WATER);
+    let (tx, rx) = queue::<Job>(JOB_QUEUE, LOW_WATER);
     for _ in 0..worker_count() {
         let rx = rx.clone();
         let mut st = ReaderState {
@@ -68,7 +80,15 @@ pub(super) fn spawn<'scope, 'env, 'r: 'env>(
                 if failed.load(Ordering::Relaxed) {
                     continue;
                 }
-                let r = read_file(&mut st, sink, progress, &job.path, job.file, &job.md);
+                let job = match job {
+                    Job::Read(job) => job,
+                    Job::Help(h) => {
+                        help(&mut st, sink, progress, &h);
+                        continue;
+                    }
+                };
+                let split = job.split.as_deref();
+                let r = read_file(&mut st, sink, progress, &job.path, job.file, &job.md, split);
                 // The walk stopped waiting (it failed): nothing to do.
                 let _ = job.reply.send(r);
             }

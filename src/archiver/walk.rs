@@ -11,7 +11,8 @@ use super::assemble::{Assembly, DirPrep, Event, PendingFile};
 use super::blobs::{SharedSink, ZeroIds};
 use super::exclude::Excluder;
 use super::parent::{OldNode, ParentTrees};
-use super::readers::ReadJob;
+use super::readers::{Job, ReadJob};
+use super::split::{self, HelpJob, Split, SplitAt};
 use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::localfs::{self, meta::Owners, meta::node_from_metadata, stat::Stat};
@@ -107,6 +108,8 @@ pub(super) struct Archiver<'r, 'p> {
     pub(super) last_tree: Option<Tree>,
     /// Where files to read go (the reading workers).
     pub(super) jobs: super::readers::Jobs,
+    /// Which files two workers read.
+    pub(super) split_at: SplitAt,
     /// The walk's entries waiting to be put together in order.
     pub(super) assembly: Assembly,
     /// For storing trees (never all zeros, so this stays empty).
@@ -210,13 +213,26 @@ impl Archiver<'_, '_> {
                 if !same && let Ok(f) = &file {
                     node.xattrs = self.read_xattrs(path, fs_path, Some(f));
                 }
+                let help = match &file {
+                    Ok(f) if self.split_at.splits(md.size, md.is_sparse()) => {
+                        split::reopen(f).ok().map(|file| HelpJob {
+                            file,
+                            size: md.size,
+                            split: Split::new(md.size, &self.split_at),
+                        })
+                    }
+                    _ => None,
+                };
                 let job = ReadJob {
                     path: path.to_path_buf(),
                     file,
                     md: *md,
                     reply,
+                    split: help.as_ref().map(|h| h.split.clone()),
                 };
-                if self.jobs.send(job).is_err() {
+                let sent = self.jobs.send(Job::Read(job)).is_ok()
+                    && help.is_none_or(|h| self.jobs.send(Job::Help(h)).is_ok());
+                if !sent {
                     return Err(Error::internal("the reading workers stopped"));
                 }
                 return self.push(Event::File(PendingFile {

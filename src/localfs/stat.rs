@@ -81,6 +81,11 @@ impl Stat {
     pub fn is_file(&self) -> bool {
         self.format() == libc::S_IFREG
     }
+
+    /// Fewer blocks allocated than the size needs: the file has holes.
+    pub fn is_sparse(&self) -> bool {
+        self.blocks.saturating_mul(512) < self.size
+    }
 }
 
 impl From<&std::fs::Metadata> for Stat {

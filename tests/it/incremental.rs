@@ -224,3 +224,82 @@ fn a_snapshots_trees_stay_checked_until_a_pack_is_deleted() {
     assert!(rep.errors.is_empty(), "{:?}", rep.errors);
     assert_eq!(assert_same_tree(&src, &target), list_rel(&src).len());
 }
+
+/// `larder --json backup ARGS DIR` with large files read by two workers
+/// (`split`: files of 1 MiB and more) or by one, two reading threads
+/// either way; returns the snapshot's ID and the summary.
+fn backup_split(t: &TestRepo, dir: &Path, args: &[&str], split: bool) -> (Id, serde_json::Value) {
+    let mut c = common::larder(&t.repo_path(), &t.cache_path());
+    c.args(["--json", "backup"]).args(args).arg(dir);
+    c.env("LARDER_READ_THREADS", "2");
+    c.env(
+        "LARDER_SPLIT_MIN",
+        if split { "1048576" } else { "1000000000000" },
+    );
+    let (code, out, err) = run(c);
+    assert_eq!(code, 0, "backup {args:?}: {err}");
+    let s = json_lines(&out).pop().unwrap();
+    let id = Id::from_hex(s["snapshot_id"].as_str().unwrap()).unwrap();
+    (id, s)
+}
+
+/// The data blobs in the repository's packs.
+fn data_blobs(repo: &larder::repository::Repository) -> std::collections::BTreeSet<Id> {
+    let mut out = std::collections::BTreeSet::new();
+    for e in repo.backend().list(larder::backend::Kind::Pack).unwrap() {
+        let pack = Id::from_hex(&e.name).unwrap();
+        for b in repo.read_pack_header(&pack, e.size).unwrap() {
+            if b.ty == larder::pack::BlobType::Data {
+                out.insert(b.id);
+            }
+        }
+    }
+    out
+}
+
+/// Large files read by two workers (each from its own half, see
+/// `archiver::split`) get the chunk lists one worker makes: random data,
+/// zeros of a length off the zero chunk's grid (where the two halves'
+/// cuts never meet) and data that repeats; also after edits in each
+/// half. The snapshots' trees equal those of backups that read each file
+/// whole on one worker, which store nothing new, and they restore byte
+/// for byte.
+#[test]
+fn large_files_read_by_two_workers_equal_ones_read_by_one() {
+    let t = TestRepo::new();
+    drop(t.init());
+    let src = t.dir.path().join("src");
+    write(&src.join("big"), &rand_bytes(77, 9 << 20));
+    write(&src.join("zeros"), &vec![0u8; (3 << 20) + 12_345]);
+    let unit = rand_bytes(78, 333_331);
+    write(&src.join("periodic"), &unit.repeat(9));
+    write(&src.join("small"), b"one worker");
+    let repo = t.open().unwrap();
+    let tree_of = |snap: &Id| subtree_of(&repo, load_snap(&repo, snap).tree, &src);
+    let (split, _) = backup_split(&t, &src, &[], true);
+    let stored = data_blobs(&repo);
+    let (one, _) = backup_split(&t, &src, &["--force"], false);
+    assert_eq!(tree_of(&split), tree_of(&one));
+    // The one-worker chunks were all stored already.
+    assert_eq!(data_blobs(&repo), stored);
+    // Edits near the start, just past halfway and at the end of the big
+    // file: new chunks in both halves.
+    let p = src.join("big");
+    let mut data = fs::read(&p).unwrap();
+    let mid = data.len() / 2 + 70_000;
+    data[1000..1100].fill(1);
+    data[mid..mid + 100].fill(2);
+    data.extend_from_slice(b"appended");
+    fs::write(&p, &data).unwrap();
+    let (incr, s) = backup_split(&t, &src, &[], true);
+    assert_eq!(s["files_changed"], 1, "{s}");
+    let stored = data_blobs(&repo);
+    let (full, _) = backup_split(&t, &src, &["--force"], false);
+    assert_eq!(data_blobs(&repo), stored);
+    assert_ne!(tree_of(&split), tree_of(&incr));
+    assert_eq!(tree_of(&incr), tree_of(&full));
+    let target = t.dir.path().join("restored");
+    let rep = lib_restore(&repo, &incr, &src, &target);
+    assert!(rep.errors.is_empty(), "{:?}", rep.errors);
+    assert_eq!(assert_same_tree(&src, &target), list_rel(&src).len());
+}

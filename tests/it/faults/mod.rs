@@ -13,6 +13,7 @@ mod interrupt;
 mod io_errors;
 mod kill_loop;
 mod shim;
+mod split;
 
 use crate::common::{self, TestRepo};
 use crate::support::{path_str, rand_bytes, set_mtime, write};
