@@ -222,11 +222,17 @@ impl Chunker {
     }
 }
 
+/// A chunker with small chunks (1, 4 and 16 KiB) for tests.
+#[cfg(test)]
+pub(crate) fn test_chunker() -> Chunker {
+    tests::chunker()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn chunker() -> Chunker {
+    pub(super) fn chunker() -> Chunker {
         let mut gear = [0u64; 256];
         let mut x = blake3::Hasher::new().update(b"t").finalize_xof();
         for g in gear.iter_mut() {

@@ -409,24 +409,10 @@ pub(super) fn read_helper(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chunker::ChunkerParams;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn chunker() -> Chunker {
-        let mut gear = [0u64; 256];
-        let mut x = blake3::Hasher::new().update(b"split").finalize_xof();
-        for g in gear.iter_mut() {
-            let mut b = [0u8; 8];
-            x.fill(&mut b);
-            *g = u64::from_le_bytes(b);
-        }
-        let params = ChunkerParams {
-            min: 1024,
-            avg: 4096,
-            max: 16384,
-            level: 1,
-        };
-        Chunker::new(params, &gear).unwrap()
+        crate::chunker::test_chunker()
     }
 
     fn at() -> SplitAt {

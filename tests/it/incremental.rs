@@ -72,11 +72,26 @@ fn change_tree(root: &Path, dirs: usize) -> usize {
 /// `larder --json backup ARGS DIR` with `LARDER_READ_THREADS=threads`
 /// (unset when 0); returns the snapshot's ID and the summary.
 fn backup(t: &TestRepo, dir: &Path, args: &[&str], threads: usize) -> (Id, serde_json::Value) {
+    let threads = threads.to_string();
+    let env: &[(&str, &str)] = if threads == "0" {
+        &[]
+    } else {
+        &[("LARDER_READ_THREADS", &threads)]
+    };
+    backup_env(t, dir, args, env)
+}
+
+/// `larder --json backup ARGS DIR` with the variables `env` set; returns
+/// the snapshot's ID and the summary.
+fn backup_env(
+    t: &TestRepo,
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Id, serde_json::Value) {
     let mut c = common::larder(&t.repo_path(), &t.cache_path());
     c.args(["--json", "backup"]).args(args).arg(dir);
-    if threads > 0 {
-        c.env("LARDER_READ_THREADS", threads.to_string());
-    }
+    c.envs(env.iter().copied());
     let (code, out, err) = run(c);
     assert_eq!(code, 0, "backup {args:?}: {err}");
     let s = json_lines(&out).pop().unwrap();
@@ -229,18 +244,9 @@ fn a_snapshots_trees_stay_checked_until_a_pack_is_deleted() {
 /// (`split`: files of 1 MiB and more) or by one, two reading threads
 /// either way; returns the snapshot's ID and the summary.
 fn backup_split(t: &TestRepo, dir: &Path, args: &[&str], split: bool) -> (Id, serde_json::Value) {
-    let mut c = common::larder(&t.repo_path(), &t.cache_path());
-    c.args(["--json", "backup"]).args(args).arg(dir);
-    c.env("LARDER_READ_THREADS", "2");
-    c.env(
-        "LARDER_SPLIT_MIN",
-        if split { "1048576" } else { "1000000000000" },
-    );
-    let (code, out, err) = run(c);
-    assert_eq!(code, 0, "backup {args:?}: {err}");
-    let s = json_lines(&out).pop().unwrap();
-    let id = Id::from_hex(s["snapshot_id"].as_str().unwrap()).unwrap();
-    (id, s)
+    let min = if split { "1048576" } else { "1000000000000" };
+    let env = [("LARDER_READ_THREADS", "2"), ("LARDER_SPLIT_MIN", min)];
+    backup_env(t, dir, args, &env)
 }
 
 /// The data blobs in the repository's packs.
