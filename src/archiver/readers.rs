@@ -4,8 +4,9 @@
 //! while the walk goes on. Each file's outcome comes back on its own
 //! one-slot channel, which the walk's in-order assembly waits on (see
 //! [`super::walk`]), so the trees come out as a single-threaded walk makes
-//! them. A large file is read by two of them ([`super::split`]). The job queue is bounded, and each worker holds one file's read
-//! buffer: memory stays flat however many files change.
+//! them. A large file is read by two of them ([`super::split`]). The job
+//! queue is bounded, and each worker holds one file's read buffer: memory
+//! stays flat however many files change.
 
 use super::blobs::{SharedSink, ZeroIds};
 use super::file::{ReadOutcome, ReaderState, help, read_file};

@@ -1,6 +1,6 @@
 //! One large file read by two workers. A file of at least [`SplitAt`]'s
 //! size is queued twice: once whole (the lead, [`super::file::read_file`])
-//! and once as a help job ([`help`]) that starts halfway. Whichever worker
+//! and once as a help job ([`super::file::help`]) that starts halfway. Whichever worker
 //! takes the help job first chunks the second half while the lead reads
 //! the first, so that the one large file an incremental backup meets
 //! late does not leave a core idle.
@@ -9,8 +9,8 @@
 //! depends only on the bytes from the chunk's start to at most the max
 //! chunk size after it, so two chains of cuts that share one cut share
 //! every cut after it. The helper chunks from halfway, stores nothing for
-//! its first [`SplitAt::warm`] bytes (by then its cuts have met the
-//! lead's in nearly every file), and publishes each chunk it stores from
+//! its first [`SplitAt::warm`] bytes (by then its cuts have usually met
+//! the lead's), and publishes each chunk it stores from
 //! there on. The lead reads on past halfway until one of its cuts is the
 //! start of a published chunk: it keeps its own chunks up to that cut and
 //! the helper's from it. If the chains never meet (a run of data that
