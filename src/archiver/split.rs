@@ -181,12 +181,11 @@ impl<'a> Lead<'a> {
     /// The helper's chunks from its `k`-th, once it has stopped, and
     /// whether they reach the end of the file (if not, the lead reads on
     /// alone from where they end).
-    pub(super) fn take_from(&mut self, k: usize) -> (Vec<Piece>, bool) {
+    pub(super) fn take_from(&self, k: usize) -> (Vec<Piece>, bool) {
         let mut h = self.split.lock();
         while !h.finished {
             h = self.split.moved.wait(h).unwrap_or_else(|e| e.into_inner());
         }
-        self.alone = true;
         (h.pieces.get(k..).unwrap_or_default().to_vec(), h.complete)
     }
 }
@@ -338,7 +337,7 @@ pub(super) fn read_lead<R: Read>(
         },
         &mut *on_err,
     )?;
-    let (Some(k), Some(lead)) = (met, lead.as_mut()) else {
+    let (Some(k), Some(lead)) = (met, lead.as_ref()) else {
         return Ok((content, end));
     };
     let (rest, complete) = lead.take_from(k);
