@@ -1,5 +1,9 @@
 #!/bin/bash
-# abr.sh ROUNDS BIN...: restore the prepared second tree onto tmpfs with each binary in turn (order rotates)
+# ab.sh ROUNDS BIN...: restores the second tree onto tmpfs from a prepared
+# repository (key of low work factor; /var/tmp/prep-src2, made by
+# CORPUS=/var/tmp/src2 PREP=/var/tmp/prep-src2 ../2026-12-05-mmap/abrss.sh
+# cheap), each binary in turn, the order
+# rotating each round. Prints: binary wall-s user-s system-s peak-KiB.
 export LARDER_INSECURE_TEST_KDF=1 LARDER_KDF_WORK_FACTOR=10 LARDER_PASSWORD="larder-bench passphrase 5" LARDER_CACHE_DIR=/var/tmp/prep-src2/cache LARDER_STATE_DIR=/var/tmp/prep-src2/state LARDER_REPOSITORY=/var/tmp/prep-src2/repo
 R=$1; shift; bins=("$@")
 cat /var/tmp/prep-src2/repo/packs/*/* >/dev/null 2>&1
