@@ -1,4 +1,4 @@
-"""Summarises restore-*.txt and cold-*.txt (this directory) into
+"""Summarises restore-*.txt, cold-*.txt and cold-peers-*.txt (this directory) into
 summary.txt: per series, the medians, the ratio of the medians, and in how
 many rounds each of issue 15's targets was met round by round."""
 import glob
@@ -76,9 +76,35 @@ def cold(path):
     return out
 
 
+def cold_peers(path):
+    t = {}
+    for r, tool, c, o, size in rows(path):
+        t.setdefault(int(r), {})[tool] = (float(c), float(o), int(size))
+    rounds = sorted(t)
+    out = [f"{os.path.basename(path)}: {len(rounds)} rounds"]
+    for tool in ["larder", "restic", "rustic"]:
+        c = [t[r][tool][0] for r in rounds]
+        out.append(f"  {tool:7s} cold median {median(c):.3f} s (min {min(c):.3f}, max {max(c):.3f}); "
+                   f"open median {median(t[r][tool][1] for r in rounds):.3f} s; "
+                   f"repository median {median(t[r][tool][2] for r in rounds):.0f} bytes")
+    for peer, need in [("restic", 2.5), ("rustic", 3.0)]:
+        e2e = [t[r][peer][0] / t[r]["larder"][0] for r in rounds]
+        work = [(t[r][peer][0] - t[r][peer][1]) / (t[r]["larder"][0] - t[r]["larder"][1]) for r in rounds]
+        both = sum(a >= need and b >= need for a, b in zip(e2e, work))
+        size = [t[r]["larder"][2] / t[r][peer][2] for r in rounds]
+        out.append(f"  {peer} / larder: end to end per round median {median(e2e):.2f}x (min {min(e2e):.2f}, "
+                   f"max {max(e2e):.2f}); work median {median(work):.2f}x (min {min(work):.2f}, max {max(work):.2f}); "
+                   f">= {need:g}x both ways in {both} of {len(rounds)} rounds")
+        out.append(f"  larder's repository / {peer}'s: median {median(size):.3f}x (min {min(size):.3f}, "
+                   f"max {max(size):.3f})")
+    return out
+
+
 lines = []
 for p in sorted(glob.glob(os.path.join(HERE, "restore-*.txt"))):
     lines += restore(p)
-for p in sorted(glob.glob(os.path.join(HERE, "cold-*.txt"))):
+for p in sorted(glob.glob(os.path.join(HERE, "cold-[0-9]*.txt"))):
     lines += cold(p)
+for p in sorted(glob.glob(os.path.join(HERE, "cold-peers-*.txt"))):
+    lines += cold_peers(p)
 print("\n".join(lines))
