@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Medians of ab-1.txt and ab-2.txt (rows: binary, wall s, user s, system s, peak RSS KiB)."""
+"""Medians of the A/B outputs named (default ab-1.txt and ab-2.txt; rows:
+binary, wall s, user s, system s, peak RSS KiB)."""
 import statistics
-for name in ("ab-1.txt", "ab-2.txt"):
+import sys
+for name in sys.argv[1:] or ("ab-1.txt", "ab-2.txt"):
     rows = {}
     for line in open(name):
         b, *v = line.split()
