@@ -14,7 +14,7 @@ pub mod location;
 mod rest;
 pub mod retry;
 mod s3;
-mod sftp;
+pub mod sftp;
 
 pub use http::RemoteOptions;
 pub use local::LocalBackend;

@@ -28,7 +28,9 @@
 //! `--limit-download` apply as for the other remote backends.
 
 mod client;
-mod proto;
+/// The wire format, public so that `tests/it/untrusted.rs` and the fuzz
+/// target `sftp_reply` can feed its parsers bytes a server could send.
+pub mod proto;
 
 use super::http::{RemoteOptions, Throttle};
 use super::retry::{Failure, RetryPolicy};

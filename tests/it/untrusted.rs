@@ -1797,3 +1797,216 @@ fn unsupported_version_errors_name_the_object() {
     }
     assert_none("version errors", &v);
 }
+
+// ---------------------------------------------------------------------------
+// (d) SFTP replies: a server's packets are untrusted too. The client reads a
+// packet's length and refuses one over `MAX_PACKET` before reading it; these
+// check the parsers of the body it then holds.
+
+use larder::backend::sftp::proto::{self as sftp, Attrs, Reply};
+
+/// One field of a made-up packet body, in the shapes the parsers read.
+fn sftp_field() -> impl Strategy<Value = Vec<u8>> {
+    let flags = [0x1u32, 0x2, 0x4, 0x8, 0xf, 0x8000_0000, 0x8000_000f];
+    prop_oneof![
+        // a uint32: a small count or length, attribute flags, anything
+        4 => (0u32..8).prop_map(|v| v.to_be_bytes().to_vec()),
+        2 => prop::sample::select(flags.to_vec()).prop_map(|v| v.to_be_bytes().to_vec()),
+        2 => any::<u32>().prop_map(|v| v.to_be_bytes().to_vec()),
+        // a string carrying its true length
+        4 => vec(any::<u8>(), 0..24).prop_map(|b| {
+            let mut v = (b.len() as u32).to_be_bytes().to_vec();
+            v.extend(b);
+            v
+        }),
+        1 => vec(any::<u8>(), 0..8),
+    ]
+}
+
+/// A packet body: a type byte (mostly one a server sends), a request id,
+/// then fields.
+fn sftp_body() -> impl Strategy<Value = Vec<u8>> {
+    let types = vec![
+        sftp::FXP_VERSION,
+        sftp::FXP_STATUS,
+        sftp::FXP_HANDLE,
+        sftp::FXP_DATA,
+        sftp::FXP_NAME,
+        sftp::FXP_ATTRS,
+        sftp::FXP_EXTENDED_REPLY,
+    ];
+    (
+        prop_oneof![6 => prop::sample::select(types), 1 => any::<u8>()],
+        any::<u32>(),
+        vec(sftp_field(), 0..24),
+    )
+        .prop_map(|(ty, id, fields)| {
+            let mut v = vec![ty];
+            v.extend(id.to_be_bytes());
+            for f in fields {
+                v.extend(f);
+            }
+            v
+        })
+}
+
+/// What parsing a body of `len` bytes may hold: each entry of a NAME reply
+/// takes at least 12 bytes of the packet and one slot of its vector (which
+/// at most doubles), its name at most three bytes per byte read (invalid
+/// UTF-8 becomes U+FFFD). A count read from the packet must allocate nothing.
+fn sftp_bound(len: usize) -> usize {
+    let slot = std::mem::size_of::<(String, Attrs)>();
+    2 * (len / 12 + 4) * slot + 3 * len + 1024
+}
+
+/// parse_reply's contract on `body`: no panic, bounded memory, and what it
+/// accepts fits in the packet.
+fn check_sftp_reply(body: &[u8]) -> Check {
+    let r = run(sftp_bound(body.len()), || Ok(sftp::parse_reply(body)))?
+        .map_err(|e| format!("parse_reply returned a larder error: {e}"))?;
+    let (id, reply) = match r {
+        Err(e) if e.0.is_empty() => return Err("an error with no message".into()),
+        Err(_) => return Ok(()),
+        Ok(v) => v,
+    };
+    if body.len() < 5 || id != u32::from_be_bytes([body[1], body[2], body[3], body[4]]) {
+        return Err(format!("accepted with request id {id} from {body:?}"));
+    }
+    // A string of n bytes needs n + 4 bytes of the packet after type and id.
+    let room = body.len() - 5;
+    let fits = match &reply {
+        Reply::Handle(h) => h.len() <= 256 && h.len() + 4 <= room,
+        Reply::Data(d) => d.len() + 4 <= room,
+        Reply::Name(v) => room >= 4 && v.len() <= (room - 4) / 12,
+        Reply::Status { .. } => room >= 4,
+        Reply::Attrs(_) => room >= 4,
+        Reply::Extended => true,
+    };
+    let ty_ok = match reply {
+        Reply::Status { .. } => body[0] == sftp::FXP_STATUS,
+        Reply::Handle(_) => body[0] == sftp::FXP_HANDLE,
+        Reply::Data(_) => body[0] == sftp::FXP_DATA,
+        Reply::Name(_) => body[0] == sftp::FXP_NAME,
+        Reply::Attrs(_) => body[0] == sftp::FXP_ATTRS,
+        Reply::Extended => body[0] == sftp::FXP_EXTENDED_REPLY,
+    };
+    if fits && ty_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "accepted a reply that does not fit its packet: {body:?}"
+        ))
+    }
+}
+
+/// parse_version's contract on `body`, as [`check_sftp_reply`].
+fn check_sftp_version(body: &[u8]) -> Check {
+    let r = run(sftp_bound(body.len()), || Ok(sftp::parse_version(body)))?
+        .map_err(|e| format!("parse_version returned a larder error: {e}"))?;
+    match r {
+        Err(e) if e.0.is_empty() => Err("an error with no message".into()),
+        Err(_) => Ok(()),
+        // Each extension is two strings: at least 8 bytes.
+        Ok((_, ext)) if body[0] == sftp::FXP_VERSION && ext.len() <= (body.len() - 5) / 8 => Ok(()),
+        Ok(_) => Err(format!(
+            "accepted a version packet that does not fit: {body:?}"
+        )),
+    }
+}
+
+proptest! {
+    #![proptest_config(cfg(2048))]
+
+    /// Both parsers on structured and on arbitrary bodies.
+    #[test]
+    fn arbitrary_sftp_packets(body in sftp_body(), raw in vec(any::<u8>(), 0..64)) {
+        for b in [&body, &raw] {
+            pt(check_sftp_reply(b))?;
+            pt(check_sftp_version(b))?;
+        }
+    }
+}
+
+/// Valid replies of each kind the client reads, cut at every position: a
+/// shorter packet is never taken for a shorter reply (the STATUS reply,
+/// whose message servers may leave out, is cut only inside its message).
+#[test]
+fn sftp_replies_reject_every_truncation() {
+    let s = |b: &[u8]| {
+        let mut v = (b.len() as u32).to_be_bytes().to_vec();
+        v.extend_from_slice(b);
+        v
+    };
+    let head = |ty: u8| vec![ty, 0, 0, 0, 7];
+    // flags (size, permissions, times), size as two halves, mode, atime, mtime
+    let attrs = [0x0000_000du32, 0, 42, 0o100_644, 1, 1000]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect::<Vec<u8>>();
+    let mut name = head(sftp::FXP_NAME);
+    name.extend(2u32.to_be_bytes());
+    for n in [&b"data"[..], b"index"] {
+        name.extend(s(n));
+        name.extend(s(b"drwx------ long name"));
+        name.extend(&attrs);
+    }
+    let mut handle = head(sftp::FXP_HANDLE);
+    handle.extend(s(b"h1"));
+    let mut data = head(sftp::FXP_DATA);
+    data.extend(s(b"some bytes"));
+    let mut at = head(sftp::FXP_ATTRS);
+    at.extend(&attrs);
+    let mut status = head(sftp::FXP_STATUS);
+    status.extend(2u32.to_be_bytes());
+    let keep = status.len() + 1;
+    status.extend(s(b"No such file"));
+    let mut version = vec![sftp::FXP_VERSION, 0, 0, 0, 3];
+    version.extend(s(b"fsync@openssh.com"));
+    version.extend(s(b"1"));
+
+    let mut v = Vec::new();
+    for (label, body, from) in [
+        ("NAME", &name, 0),
+        ("HANDLE", &handle, 0),
+        ("DATA", &data, 0),
+        ("ATTRS", &at, 0),
+        ("STATUS", &status, keep),
+    ] {
+        if let Err(e) = sftp::parse_reply(body) {
+            v.push(format!("{label}: the whole reply refused: {e}"));
+        }
+        for n in from..body.len() {
+            if sftp::parse_reply(&body[..n]).is_ok() {
+                v.push(format!(
+                    "{label} cut to {n} of {} bytes: accepted",
+                    body.len()
+                ));
+            }
+        }
+    }
+    match sftp::parse_version(&version) {
+        Ok((3, ext)) if ext == ["fsync@openssh.com"] => {}
+        r => v.push(format!("VERSION: {r:?}")),
+    }
+    for n in 0..version.len() {
+        if let Ok(r) = sftp::parse_version(&version[..n]) {
+            // Cut between extensions, the packet offers fewer of them;
+            // anywhere else it must be refused.
+            if n != 5 {
+                v.push(format!("VERSION cut to {n}: accepted as {r:?}"));
+            }
+        }
+    }
+    match sftp::parse_reply(&name) {
+        Ok((7, Reply::Name(e))) if e.len() == 2 && e[1].0 == "index" && e[1].1.size == Some(42) => {
+        }
+        r => v.push(format!("NAME parsed as {r:?}")),
+    }
+    // A handle is at most 256 bytes (the protocol's limit).
+    let mut long = head(sftp::FXP_HANDLE);
+    long.extend(s(&[7u8; 257]));
+    if let Ok(r) = sftp::parse_reply(&long) {
+        v.push(format!("a 257-byte handle accepted: {r:?}"));
+    }
+    assert_none("SFTP truncations", &v);
+}
