@@ -3,7 +3,8 @@
 //! panic, never allocate without bound), and reject every modification of an
 //! authenticated object.
 //!
-//! Three groups of tests:
+//! Three groups of tests on repository bytes, and a fourth on what an SFTP
+//! server sends (the packets that carry them from an `sftp:` repository):
 //! - arbitrary (and structured-arbitrary) bytes fed to every parser: no
 //!   panic, an `Ok` or an error naming the object, allocations bounded;
 //! - valid objects (sealed config, index segment, snapshot and lock objects,
@@ -12,7 +13,9 @@
 //!   deletions: authenticated objects must reject every one of them;
 //! - the specific bounds: huge pack header length, 2^32-1 pack entries,
 //!   declared object size above `MAX_OBJECT_PLAIN`, a decompression bomb,
-//!   scrypt parameters and passphrase-key bodies out of bounds.
+//!   scrypt parameters and passphrase-key bodies out of bounds;
+//! - SFTP reply bodies, arbitrary and structured, and valid ones truncated:
+//!   no panic, bounded allocations, nothing accepted beyond its packet.
 //!
 //! A tracking global allocator (below) measures the peak bytes a parser
 //! holds on this thread, so "without allocating" is asserted, not assumed.
