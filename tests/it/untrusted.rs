@@ -1877,23 +1877,16 @@ fn check_sftp_reply(body: &[u8]) -> Check {
     }
     // A string of n bytes needs n + 4 bytes of the packet after type and id.
     let room = body.len() - 5;
-    let fits = match &reply {
-        Reply::Handle(h) => h.len() <= 256 && h.len() + 4 <= room,
-        Reply::Data(d) => d.len() + 4 <= room,
-        Reply::Name(v) => room >= 4 && v.len() <= (room - 4) / 12,
-        Reply::Status { .. } => room >= 4,
-        Reply::Attrs(_) => room >= 4,
-        Reply::Extended => true,
+    // Each reply must come from its own packet type and fit in the packet.
+    let (ty, fits) = match reply {
+        Reply::Handle(h) => (sftp::FXP_HANDLE, h.len() <= 256 && h.len() + 4 <= room),
+        Reply::Data(d) => (sftp::FXP_DATA, d.len() + 4 <= room),
+        Reply::Name(v) => (sftp::FXP_NAME, room >= 4 && v.len() <= (room - 4) / 12),
+        Reply::Status { .. } => (sftp::FXP_STATUS, room >= 4),
+        Reply::Attrs(_) => (sftp::FXP_ATTRS, room >= 4),
+        Reply::Extended => (sftp::FXP_EXTENDED_REPLY, true),
     };
-    let ty_ok = match reply {
-        Reply::Status { .. } => body[0] == sftp::FXP_STATUS,
-        Reply::Handle(_) => body[0] == sftp::FXP_HANDLE,
-        Reply::Data(_) => body[0] == sftp::FXP_DATA,
-        Reply::Name(_) => body[0] == sftp::FXP_NAME,
-        Reply::Attrs(_) => body[0] == sftp::FXP_ATTRS,
-        Reply::Extended => body[0] == sftp::FXP_EXTENDED_REPLY,
-    };
-    if fits && ty_ok {
+    if fits && body[0] == ty {
         Ok(())
     } else {
         Err(format!(
