@@ -123,8 +123,8 @@ fn main() -> larder::Result<()> {
     });
     let backend = LocalBackend::new(&a.repo);
     let t = Instant::now();
-    let (_, master) = keys::find_key(&backend, &Credential::passphrase(pass), &mut Vec::new())?;
-    let keys = Keys::derive(&master);
+    let cred = Credential::passphrase(pass);
+    let (_, _, keys) = keys::find_key(&backend, &cred, &mut Vec::new(), |m| Ok(Keys::derive(m)))?;
     let t_key = t.elapsed().as_secs_f64();
     let t = Instant::now();
     for s in 0..a.segments {

@@ -427,20 +427,28 @@ fn read_key_file(backend: &dyn Backend, name: &str) -> Result<(Id, Vec<u8>)> {
     ))
 }
 
-/// Finds a key file that `cred` opens: returns its id and the master key.
-/// Key files are tried in name order. One that cannot be read, parsed or
-/// opened is skipped, with a line in `warnings` naming it, so a damaged or
-/// planted file never locks out the others. At most [`MAX_KEYS_TRIED`] key
-/// files of the credential's kind are tried; then the error says so.
-pub fn find_key(
+/// Finds a key file that `cred` opens and whose master key `accept` takes
+/// (the repository's config opens with it): returns its id, the master key
+/// and what `accept` returned. Key files are tried in name order. One that
+/// cannot be read, parsed or opened is skipped, with a line in `warnings`
+/// naming it, so a damaged or planted file never locks out the others. So
+/// is one that opens but wraps a master key `accept` refuses: a key left
+/// by an `init` that lost a race to another, or planted with a known
+/// passphrase. If every key that opened was refused, the first refusal is
+/// the error (a damaged config says so, not "wrong password"). At most
+/// [`MAX_KEYS_TRIED`] key files of the credential's kind are tried; then
+/// the error says so.
+pub fn find_key<T>(
     backend: &dyn Backend,
     cred: &Credential,
     warnings: &mut Vec<String>,
-) -> Result<(Id, MasterKey)> {
+    accept: impl Fn(&MasterKey) -> Result<T>,
+) -> Result<(Id, MasterKey, T)> {
     let mut list = backend.list(Kind::Key)?;
     list.sort_by(|a, b| a.name.cmp(&b.name));
     let wanted = cred.kind();
     let mut tried = 0;
+    let mut refused: Option<Error> = None;
     let mut skip = |e: Error| warnings.push(format!("{e}; key file skipped"));
     for (i, e) in list.iter().enumerate() {
         let what = Kind::Key.path(&e.name);
@@ -476,12 +484,24 @@ pub fn find_key(
         }
         tried += 1;
         match open_parts(&what, &header, clear, body, cred) {
-            Ok(Some(m)) => return Ok((id, m)),
+            Ok(Some(m)) => match accept(&m) {
+                Ok(t) => return Ok((id, m, t)),
+                Err(e) => {
+                    skip(Error::corrupt(
+                        &what,
+                        format!(
+                            "opens with this credential, but the config does not open with \
+                             the master key it holds ({e})"
+                        ),
+                    ));
+                    refused.get_or_insert(e);
+                }
+            },
             Ok(None) => {}
             Err(err) => skip(err),
         }
     }
-    Err(Error::WrongPassword)
+    Err(refused.unwrap_or(Error::WrongPassword))
 }
 
 /// Lists key files with their headers; those that cannot be read or parsed

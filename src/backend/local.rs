@@ -185,8 +185,18 @@ impl Backend for LocalBackend {
             return Err(Error::RepositoryExists(self.location()));
         }
         if self.root.exists() {
-            let mut entries = fs::read_dir(&self.root).map_err(|e| Error::io(&self.root, e))?;
-            if entries.next().is_some() {
+            let mut entries = Vec::new();
+            for e in fs::read_dir(&self.root).map_err(|e| Error::io(&self.root, e))? {
+                let e = e.map_err(|e| Error::io(&self.root, e))?;
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                entries.push((e.file_name().to_string_lossy().into_owned(), is_dir));
+            }
+            let empty = |name: &str| -> Result<bool> {
+                let d = self.root.join(name);
+                let mut rd = fs::read_dir(&d).map_err(|e| Error::io(&d, e))?;
+                Ok(rd.next().is_none())
+            };
+            if !super::unfinished_layout(&entries, empty)? {
                 return Err(Error::Usage(format!(
                     "{} exists and is not empty; refusing to create a repository there",
                     self.location()
@@ -472,6 +482,57 @@ mod tests {
         b.create().unwrap();
         b.write(Kind::Snapshot, "good", b"hello").unwrap();
         (d, b)
+    }
+
+    /// `create` goes ahead in a missing or empty directory and in what an
+    /// `init` stopped before its config leaves (the layout, key files and
+    /// temporaries in `keys/` only); it refuses a directory holding
+    /// anything else, the layout with any other object in it, and a
+    /// repository.
+    #[test]
+    fn create_goes_ahead_only_over_an_unfinished_init() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("repo");
+        let b = LocalBackend::new(root.clone());
+        b.create().unwrap();
+        b.write(Kind::Key, &"1".repeat(64), b"a key").unwrap();
+        fs::write(root.join("keys").join(".tmp-killed"), b"half a key").unwrap();
+        b.create().unwrap();
+        assert!(root.join("keys").join("1".repeat(64)).exists());
+        let refused = |what: &str| {
+            let e = b.create().unwrap_err();
+            assert!(matches!(e, Error::Usage(_)), "{what}: {e}");
+            assert!(e.to_string().contains("not empty"), "{what}: {e}");
+        };
+        fs::write(root.join("notes.txt"), b"mine").unwrap();
+        refused("a file beside the layout");
+        fs::remove_file(root.join("notes.txt")).unwrap();
+        fs::create_dir(root.join("photos")).unwrap();
+        refused("another directory beside the layout");
+        fs::remove_dir(root.join("photos")).unwrap();
+        for kind in [
+            Kind::Snapshot,
+            Kind::Index,
+            Kind::Lock,
+            Kind::Mark,
+            Kind::Dict,
+        ] {
+            let name = "2".repeat(64);
+            b.write(kind, &name, b"x").unwrap();
+            refused(&format!("an object in {}", kind.dir()));
+            b.delete(kind, &name).unwrap();
+        }
+        fs::create_dir(root.join("packs").join("ab")).unwrap();
+        refused("a directory in packs");
+        fs::remove_dir(root.join("packs").join("ab")).unwrap();
+        fs::remove_dir(root.join("dicts")).unwrap();
+        std::os::unix::fs::symlink(d.path(), root.join("dicts")).unwrap();
+        refused("a link in a layout directory's place");
+        fs::remove_file(root.join("dicts")).unwrap();
+        b.create().unwrap();
+        b.write(Kind::Config, "config", b"config").unwrap();
+        let e = b.create().unwrap_err();
+        assert!(matches!(e, Error::RepositoryExists(_)), "{e}");
     }
 
     #[test]

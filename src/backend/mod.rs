@@ -195,6 +195,28 @@ pub struct Entry {
     pub size: u64,
 }
 
+/// Whether the entries at a would-be repository's root (each a name and
+/// whether it is a directory) are what an `init` stopped before writing
+/// the config leaves: nothing but the layout's directories, each empty
+/// except `keys/` (`is_empty` says, by name). `create` goes ahead there, so
+/// an interrupted `init` can simply be run again; it refuses anything
+/// else, so `init` never writes among other files, nor into a repository
+/// that lost its config but still holds data.
+pub fn unfinished_layout<E>(
+    entries: &[(String, bool)],
+    mut is_empty: impl FnMut(&str) -> std::result::Result<bool, E>,
+) -> std::result::Result<bool, E> {
+    for (name, is_dir) in entries {
+        if !*is_dir || !Kind::LISTABLE.iter().any(|k| k.dir() == name) {
+            return Ok(false);
+        }
+        if name != Kind::Key.dir() && !is_empty(name)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Storage for repository objects. Every error names the object.
 ///
 /// Reads serve only plain stored objects: what a backend finds in an object's
@@ -204,7 +226,9 @@ pub struct Entry {
 pub trait Backend: Send + Sync {
     /// A human-readable location ("/srv/repo").
     fn location(&self) -> String;
-    /// Creates the empty layout; fails if a repository is already there.
+    /// Creates the empty layout; fails if a repository is already there,
+    /// or anything but what an unfinished `init` leaves
+    /// ([`unfinished_layout`]).
     fn create(&self) -> Result<()>;
     /// Whether object `name` of `kind` exists.
     fn exists(&self, kind: Kind, name: &str) -> Result<bool>;

@@ -600,7 +600,16 @@ impl Backend for SftpBackend {
                 Err(e) => return Err(e.into()),
             }
             match s.read_dir(&root) {
-                Ok(v) if !v.is_empty() => {
+                Ok(v)
+                    if !v.is_empty() && {
+                        let entries: Vec<(String, bool)> = v
+                            .iter()
+                            .map(|(n, a)| (n.clone(), a.file_type() == Some(FileType::Directory)))
+                            .collect();
+                        let empty = |name: &str| s.read_dir(&self.join(name)).map(|v| v.is_empty());
+                        !super::unfinished_layout(&entries, empty)?
+                    } =>
+                {
                     return Err(Error::Usage(format!(
                         "{} exists and is not empty; refusing to create a repository there",
                         self.location()

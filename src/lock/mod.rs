@@ -1,10 +1,11 @@
 //! Repository locks (`locks/<id>`): shared for backup, restore, check and
 //! forget, exclusive for operations that delete what others may read
-//! (`repair index`), maintenance for prune (beside backups, never beside
-//! another prune). This module owns the lock object ([`LockInfo`]), taking
-//! and holding a lock ([`LockGuard`], refreshed in the background, able to
-//! say when it was lost), deciding whether another lock is stale
-//! ([`stale`]), and `larder unlock` ([`unlock()`]).
+//! (`repair index`), maintenance for prune and key changes (beside
+//! backups, never beside another prune or key change). This module owns
+//! the lock object ([`LockInfo`]), taking and holding a lock
+//! ([`LockGuard`], refreshed in the background, able to say when it was
+//! lost), deciding whether another lock is stale ([`stale`]), and
+//! `larder unlock` ([`unlock()`]).
 //!
 //! The rules in short (exactly: `repo-format/SPEC.md`, section 16): a lock
 //! is stale when its holder, in this machine's pid space, has exited or its
@@ -103,8 +104,9 @@ pub enum LockMode {
     /// Operations that delete what anyone may read (`repair index`):
     /// alone.
     Exclusive,
-    /// Prune: beside any number of shared locks (backups never wait for
-    /// it), but never beside another maintenance or an exclusive lock.
+    /// Prune and key changes: beside any number of shared locks (backups
+    /// never wait for them), but never beside another maintenance or an
+    /// exclusive lock.
     Maintenance,
 }
 

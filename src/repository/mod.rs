@@ -117,7 +117,19 @@ impl Repository {
         let key_id = keys::add_key(backend.as_ref(), &master, first_key)?;
         // The config goes last: a repository exists once it has one.
         let bytes = object::seal(&keys, ObjectType::Config, &config)?;
-        backend.write(Kind::Config, "config", &bytes)?;
+        if let Err(e) = backend.write(Kind::Config, "config", &bytes) {
+            // Another init may have written its config meanwhile. This
+            // init's key wraps a master key no config uses: removed, so
+            // that opening does not try it (it would skip it if left).
+            let _ = backend.delete(Kind::Key, &key_id.to_hex());
+            return Err(match e {
+                Error::RepositoryExists(at) => Error::RepositoryExists(format!(
+                    "{at} (another process created it while this init ran; this init's key \
+                     file was removed)"
+                )),
+                e => e,
+            });
+        }
         Self::finish_open(backend, keys, master, config, key_id, cache_dir)
     }
 
@@ -164,9 +176,12 @@ impl Repository {
         };
         // Say "needs a newer larder" before asking for any key.
         object::check_header("config", ObjectType::Config, &bytes)?;
-        let (key_id, master) = keys::find_key(backend.as_ref(), cred, warnings)?;
-        let keys = Keys::derive(&master);
-        let config = open_config(&bytes, &keys)?;
+        let (key_id, master, (keys, config)) =
+            keys::find_key(backend.as_ref(), cred, warnings, |master| {
+                let keys = Keys::derive(master);
+                let config = open_config(&bytes, &keys)?;
+                Ok((keys, config))
+            })?;
         Self::finish_open(backend, keys, master, config, key_id, cache_dir)
     }
 
@@ -301,13 +316,23 @@ impl Repository {
         Chunker::new(self.config.chunker, self.keys.gear())
     }
 
-    /// Adds a key file wrapping this repository's master key.
+    /// Adds a key file wrapping this repository's master key, under a
+    /// maintenance lock (see [`Repository::remove_key`]), so two processes
+    /// adding keys at once cannot pass [`keys::MAX_KEYS_TRIED`] together.
     pub fn add_key(&self, new: &NewKey) -> Result<Id> {
+        let _lock = self.lock_maintenance()?;
         keys::add_key(self.backend.as_ref(), &self.master, new)
     }
 
     /// Removes key `id`; refuses the key in use and the last key.
+    ///
+    /// The key files are listed under a maintenance lock: it never waits
+    /// for a backup, but two key changes (or a key change and a prune)
+    /// never run at once. Without it, two processes opened with different
+    /// keys, each removing the other's, would both see two keys and leave
+    /// none, and the repository could never be opened again.
     pub fn remove_key(&self, id: &str) -> Result<()> {
+        let lock = self.lock_maintenance()?;
         let list = self.backend.list(Kind::Key)?;
         let matches: Vec<_> = list.iter().filter(|e| e.name.starts_with(id)).collect();
         let target = match matches.as_slice() {
@@ -323,12 +348,18 @@ impl Repository {
         if list.len() < 2 {
             return Err(Error::Usage("refusing to remove the last key".into()));
         }
+        lock.check()?;
         self.backend.delete(Kind::Key, &target)
     }
 
-    /// Replaces the key in use with a new one (`key passwd`).
+    /// Replaces the key in use with a new one (`key passwd`): adds the new
+    /// key, then deletes the one in use, under one maintenance lock (see
+    /// [`Repository::remove_key`]). Killed between the two steps, it
+    /// leaves both keys, each of which opens the repository.
     pub fn change_key(&self, new: &NewKey) -> Result<Id> {
-        let id = self.add_key(new)?;
+        let lock = self.lock_maintenance()?;
+        let id = keys::add_key(self.backend.as_ref(), &self.master, new)?;
+        lock.check()?;
         self.backend.delete(Kind::Key, &self.key_id.to_hex())?;
         Ok(id)
     }
@@ -389,8 +420,9 @@ impl Repository {
         )
     }
 
-    /// Takes a maintenance lock (prune): it never blocks a backup, but no
-    /// two maintenance operations, and no exclusive one, run at once.
+    /// Takes a maintenance lock (prune, key changes): it never blocks a
+    /// backup, but no two maintenance operations, and no exclusive one,
+    /// run at once.
     pub fn lock_maintenance(&self) -> Result<LockGuard> {
         LockGuard::acquire(
             self.backend.clone(),

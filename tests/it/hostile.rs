@@ -553,6 +553,26 @@ fn junk_key_file_is_skipped_with_a_warning() {
     o.assert_says(&["warning", &name, &f.snap[..8]]);
 }
 
+/// A valid key file for this repository's passphrase but another master
+/// key, sorting first (what an `init` that lost a race to another `init`
+/// of the same location left, or a planted file): it made opening fail
+/// with the config's authentication error. Now it is skipped with a
+/// warning naming it, and the real key opens.
+#[test]
+fn key_with_the_passphrase_but_another_master_is_skipped() {
+    let f = Fixture::new();
+    let new = NewKey::Passphrase {
+        pass: PASS.to_string().into(),
+        work_factor: TEST_WF,
+    };
+    let other = make_key_file(&MasterKey::generate().unwrap(), &new).unwrap();
+    let name = plant_key(&f, &"0".repeat(64), &other);
+    let o = f.larder(&["snapshots"]);
+    o.assert_finished();
+    o.assert_code(0);
+    o.assert_says(&["warning", &name, "does not open", &f.snap[..8]]);
+}
+
 /// One junk key file made `key list` fail: now it is listed as unreadable,
 /// named, in text and JSON, with the good keys.
 #[test]

@@ -1,9 +1,10 @@
 //! Fault tests (issue 10): commands running beside a paused backup, backups
-//! killed at random points, a repository whose disk fills up, and I/O
-//! errors injected into source reads and repository writes. The helpers
-//! here run commands under a deadline and check what a repository holds
-//! after a fault: every object whole under its final name, `check` clean,
-//! no blob stored twice, snapshots that restore exactly.
+//! killed at random points, a repository whose disk fills up, I/O errors
+//! injected into source reads and repository writes, and key changes
+//! beside other processes and after `kill -9`. The helpers here run
+//! commands under a deadline and check what a repository holds after a
+//! fault: every object whole under its final name, `check` clean, no blob
+//! stored twice, snapshots that restore exactly.
 
 mod concurrency;
 mod disk_full;
@@ -11,6 +12,7 @@ mod faulty_backend;
 mod first_backup;
 mod interrupt;
 mod io_errors;
+mod key_changes;
 mod kill_loop;
 mod shim;
 mod split;

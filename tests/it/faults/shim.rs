@@ -24,6 +24,11 @@
 //! - `FAULTSHIM_FSYNC_PREFIX`: `fsync`/`fdatasync` of files (and
 //!   directories) whose path starts with it fail with EIO after the first
 //!   `FAULTSHIM_FSYNC_AFTER` succeed.
+//! - `FAULTSHIM_UNLINK_PREFIX`: removing a file (`unlink`, or `unlinkat`
+//!   relative to the working directory) whose path as given starts with it
+//!   first waits `FAULTSHIM_UNLINK_DELAY_MS` milliseconds (to hold a
+//!   process between deciding to delete and deleting, so that another can
+//!   run in that window).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -33,6 +38,7 @@ const SOURCE: &str = r#"
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,14 +72,15 @@ static int fd_is(int fd, const char *want, int prefix) {
     static __typeof__(name) *real_##name; \
     if (!real_##name) real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
-static long long read_done, write_done, fsyncs_done, reads_shortened, writes_shortened;
+static long long read_done, write_done, fsyncs_done, reads_shortened, writes_shortened,
+    unlinks_delayed;
 
 /* Says what was done, in FAULTSHIM_REPORT, when the process exits. */
 __attribute__((destructor)) static void report(void) {
     const char *path = str("FAULTSHIM_REPORT");
     FILE *f;
     if (!path || !(f = fopen(path, "w"))) return;
-    fprintf(f, "%lld %lld\n", reads_shortened, writes_shortened);
+    fprintf(f, "%lld %lld %lld\n", reads_shortened, writes_shortened, unlinks_delayed);
     fclose(f);
 }
 
@@ -188,6 +195,25 @@ int fdatasync(int fd) {
     if (fsync_fault(fd) < 0) return -1;
     return real_fdatasync(fd);
 }
+
+static void unlink_delay(const char *path) {
+    const char *want = str("FAULTSHIM_UNLINK_PREFIX");
+    if (!want || !path || strncmp(path, want, strlen(want)) != 0) return;
+    __atomic_add_fetch(&unlinks_delayed, 1, __ATOMIC_SEQ_CST);
+    usleep((useconds_t)(num("FAULTSHIM_UNLINK_DELAY_MS") * 1000));
+}
+
+int unlink(const char *path) {
+    REAL(unlink);
+    unlink_delay(path);
+    return real_unlink(path);
+}
+
+int unlinkat(int dirfd, const char *path, int flags) {
+    REAL(unlinkat);
+    if (dirfd == AT_FDCWD) unlink_delay(path);
+    return real_unlinkat(dirfd, path, flags);
+}
 "#;
 
 /// The path of the built library (built on first use; the test fails if
@@ -227,12 +253,24 @@ pub fn library() -> PathBuf {
     .clone()
 }
 
-/// Reads and writes shortened, as the report file says.
-pub fn shortened(report: &std::path::Path) -> (u64, u64) {
+/// The counts in a report file: reads shortened, writes shortened, and
+/// removals delayed.
+fn report_counts(report: &std::path::Path) -> [u64; 3] {
     let text = std::fs::read_to_string(report)
         .unwrap_or_else(|e| panic!("no report from the fault shim at {}: {e}", report.display()));
     let mut n = text.split_whitespace().map(|w| w.parse::<u64>().unwrap());
-    (n.next().unwrap(), n.next().unwrap())
+    [(); 3].map(|_| n.next().unwrap())
+}
+
+/// Reads and writes shortened, as the report file says.
+pub fn shortened(report: &std::path::Path) -> (u64, u64) {
+    let [r, w, _] = report_counts(report);
+    (r, w)
+}
+
+/// Removals delayed, as the report file says.
+pub fn unlinks_delayed(report: &std::path::Path) -> u64 {
+    report_counts(report)[2]
 }
 
 /// Adds the library and `vars` to a command's environment.
