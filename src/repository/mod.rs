@@ -117,18 +117,27 @@ impl Repository {
         let key_id = keys::add_key(backend.as_ref(), &master, first_key)?;
         // The config goes last: a repository exists once it has one.
         let bytes = object::seal(&keys, ObjectType::Config, &config)?;
-        if let Err(e) = backend.write(Kind::Config, "config", &bytes) {
-            // Another init may have written its config meanwhile. This
+        match backend.write(Kind::Config, "config", &bytes) {
+            Ok(()) => {}
+            // A config is there: ours (a retried write whose first try
+            // landed) or another init's, written meanwhile. Then this
             // init's key wraps a master key no config uses: removed, so
             // that opening does not try it (it would skip it if left).
-            let _ = backend.delete(Kind::Key, &key_id.to_hex());
-            return Err(match e {
-                Error::RepositoryExists(at) => Error::RepositoryExists(format!(
-                    "{at} (another process created it while this init ran; this init's key \
-                     file was removed)"
-                )),
-                e => e,
-            });
+            // After any other error the key stays: the config may have
+            // landed all the same, and it would be the only way in.
+            Err(Error::RepositoryExists(at)) => {
+                let ours = backend
+                    .read_bounded(Kind::Config, "config", 1 << 20)
+                    .is_ok_and(|b| open_config(&b, &keys).is_ok_and(|c| c.id == config.id));
+                if !ours {
+                    let _ = backend.delete(Kind::Key, &key_id.to_hex());
+                    return Err(Error::RepositoryExists(format!(
+                        "{at} (another process created it while this init ran; this init's \
+                         key file was removed)"
+                    )));
+                }
+            }
+            Err(e) => return Err(e),
         }
         Self::finish_open(backend, keys, master, config, key_id, cache_dir)
     }

@@ -1,8 +1,9 @@
 //! A test backend: the local one, with one chosen write failing. Every
 //! object written (`write`, and `commit` of a staged one) counts as one
-//! write; the failing one either fails before anything is stored (EIO) or
-//! stores half of its bytes under a temporary name and then fails (a short
-//! write, as a disk that fills or fails midway gives). Staged objects are
+//! write; the failing one fails before anything is stored (EIO), stores
+//! half of its bytes under a temporary name and then fails (a short write,
+//! as a disk that fills or fails midway gives), or stores the object and
+//! then fails or is tried again (a reply lost on the way back). Staged objects are
 //! held in memory until committed, so the failing write sees all bytes.
 
 use larder::backend::{Backend, Entry, Kind, LocalBackend, Staged};
@@ -18,6 +19,13 @@ pub enum Fault {
     Eio,
     /// Half the bytes reach a temporary file, then the write fails.
     Short,
+    /// The object is stored, then the write fails with EIO all the same
+    /// (a reply lost after the storage took the object).
+    Landed,
+    /// The object is stored; then the write is tried again, and that try
+    /// finds it there (for the config: `RepositoryExists`), as a retry
+    /// after a lost reply does.
+    Retried,
 }
 
 pub struct FaultyBackend {
@@ -55,6 +63,14 @@ impl FaultyBackend {
         }
         let source = match self.fault {
             Fault::Eio => std::io::Error::from_raw_os_error(libc::EIO),
+            Fault::Landed => {
+                self.inner.write(kind, name, data)?;
+                std::io::Error::from_raw_os_error(libc::EIO)
+            }
+            Fault::Retried => {
+                self.inner.write(kind, name, data)?;
+                return self.inner.write(kind, name, data);
+            }
             Fault::Short => {
                 let mut staged = self.inner.stage(kind)?;
                 staged.append(&data[..data.len() / 2])?;

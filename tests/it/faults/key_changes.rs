@@ -441,3 +441,51 @@ fn inits_at_once_or_killed_leave_one_repository_that_opens() {
         "only {kills} of 5 inits were killed before they ended"
     );
 }
+
+/// An `init` whose config write fails in each way a write can: it keeps
+/// its key whenever the config may have landed, so a repository that
+/// exists always has a key that opens it. Nothing stored (EIO, a short
+/// write): init fails, and the next one goes ahead. Stored but reported
+/// failed: init fails, and the repository opens. Stored, then a retry
+/// finds it (`RepositoryExists` for the config it wrote itself): init
+/// succeeds.
+#[test]
+fn init_whose_config_write_fails_keeps_a_way_in() {
+    use super::faulty_backend::{Fault, FaultyBackend};
+    use larder::keys::NewKey;
+    use larder::repository::InitOptions;
+    use std::sync::Arc;
+    let key = NewKey::Passphrase {
+        pass: PASS.to_string().into(),
+        work_factor: crate::common::TEST_WF,
+    };
+    for fault in [Fault::Eio, Fault::Short, Fault::Landed, Fault::Retried] {
+        let t = TestRepo::new();
+        let (repo, cache) = (t.repo_path(), t.cache_path());
+        let be = Arc::new(FaultyBackend::new(&repo, Some(2), fault));
+        let r = Repository::init(be.clone(), &key, &InitOptions::default(), &cache);
+        let what = format!("{fault:?}: {:?}", r.as_ref().err());
+        let log = be.log.lock().unwrap().clone();
+        assert!(
+            log.len() == 2 && log[0].starts_with("keys/") && log[1] == "config",
+            "{what}: {log:?}"
+        );
+        assert_eq!(
+            names(&repo, "keys"),
+            BTreeSet::from([log[0]["keys/".len()..].to_string()]),
+            "{what}: the key was not kept"
+        );
+        let landed = repo.join("config").exists();
+        match fault {
+            Fault::Eio | Fault::Short => {
+                assert!(r.is_err() && !landed, "{what}");
+                let o = super::larder_run(&repo, &cache, &["init"]);
+                assert_eq!(o.code, 0, "{what}\nthe next init: {}", o.all());
+            }
+            Fault::Landed => assert!(r.is_err() && landed, "{what}"),
+            Fault::Retried => assert!(r.is_ok() && landed, "{what}"),
+        }
+        assert!(opens(&t, PASS), "{what}: the passphrase does not open it");
+        check_passes(&repo, &cache, false, &what);
+    }
+}
