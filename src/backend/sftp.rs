@@ -599,26 +599,25 @@ impl Backend for SftpBackend {
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }
-            match s.read_dir(&root) {
-                Ok(v)
-                    if !v.is_empty() && {
-                        let entries: Vec<(String, bool)> = v
-                            .iter()
-                            .map(|(n, a)| (n.clone(), a.file_type() == Some(FileType::Directory)))
-                            .collect();
-                        let empty = |name: &str| s.read_dir(&self.join(name)).map(|v| v.is_empty());
-                        !super::unfinished_layout(&entries, empty)?
-                    } =>
-                {
-                    return Err(Error::Usage(format!(
-                        "{} exists and is not empty; refusing to create a repository there",
-                        self.location()
-                    ))
-                    .into());
+            let found = match s.read_dir(&root) {
+                Ok(v) => v,
+                Err(e) if e.is_not_found() => {
+                    mkdir_all(s, &root)?;
+                    Vec::new()
                 }
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => mkdir_all(s, &root)?,
                 Err(e) => return Err(e.into()),
+            };
+            let entries: Vec<(String, bool)> = found
+                .iter()
+                .map(|(n, a)| (n.clone(), a.file_type() == Some(FileType::Directory)))
+                .collect();
+            let empty = |name: &str| s.read_dir(&self.join(name)).map(|v| v.is_empty());
+            if !super::unfinished_layout(&entries, empty)? {
+                return Err(Error::Usage(format!(
+                    "{} exists and is not empty; refusing to create a repository there",
+                    self.location()
+                ))
+                .into());
             }
             for k in Kind::LISTABLE {
                 mkdir_all(s, &self.join(k.dir()))?;

@@ -7,6 +7,7 @@
 //! leaves a repository that the old or the new passphrase opens.
 
 use super::concurrency::start_backup;
+use super::kill_loop::Rng;
 use super::{
     Out, backup_ok, check_passes, cli_repo, fill, larder_cmd, larder_ok, larder_run, shim, spawn,
     wait_bounded,
@@ -217,13 +218,7 @@ fn two_processes_removing_each_others_keys_leave_one_that_opens() {
 fn key_passwd_killed_anywhere_leaves_a_passphrase_that_opens() {
     let t = cli_repo();
     let (repo, cache) = (t.repo_path(), t.cache_path());
-    let mut rng = 0x6b65_7973_u64;
-    let mut next = move |n: u64| {
-        rng = rng
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (rng >> 33) % n.max(1)
-    };
+    let mut rng = Rng(0x6b65_7973);
     let mut current = PASS.to_string();
     // The key file `current` opens.
     let mut current_key = key_names(&repo).pop_first().unwrap();
@@ -253,9 +248,9 @@ fn key_passwd_killed_anywhere_leaves_a_passphrase_that_opens() {
         let mut child = spawn(c);
         // The first run, and one in four, finishes; the others are killed
         // after a random delay or as soon as the new key is in storage.
-        let finish = round == 0 || next(4) == 0;
-        let by_delay = next(2) == 0;
-        let delay = run_len.mul_f64(next(1000) as f64 / 1000.0);
+        let finish = round == 0 || rng.below(4) == 0;
+        let by_delay = rng.below(2) == 0;
+        let delay = run_len.mul_f64(rng.below(1000) as f64 / 1000.0);
         let killed = !finish
             && loop {
                 if child.try_wait().unwrap().is_some() {
@@ -398,7 +393,7 @@ fn inits_at_once_or_killed_leave_one_repository_that_opens() {
         "no round had both inits past the check for a config"
     );
 
-    let mut rng = 0x696e_6974_u64;
+    let mut rng = Rng(0x696e_6974);
     let mut run_len = Duration::ZERO;
     let mut kills = 0;
     for round in 0..6 {
@@ -406,8 +401,7 @@ fn inits_at_once_or_killed_leave_one_repository_that_opens() {
         let (repo, cache) = (dir.path().join("repo"), dir.path().join("cache"));
         let started = Instant::now();
         let mut child = start_init(&repo, &cache);
-        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        let delay = run_len.mul_f64(((rng >> 33) % 1000) as f64 / 1000.0);
+        let delay = run_len.mul_f64(rng.below(1000) as f64 / 1000.0);
         let killed = round > 0
             && loop {
                 if child.try_wait().unwrap().is_some() {
