@@ -1,10 +1,12 @@
 //! `key add`, `key remove`, `key passwd` and `init` (which writes the
-//! first key) beside other larder processes and after `kill -9`. A key change holds a maintenance lock: it never
-//! waits for a backup, but two key changes (or one and a prune) never run
-//! at once. Without that, two processes opened with different keys, each
-//! removing the other's key, could both see two keys and leave none: a
-//! repository nobody can open again. A `key passwd` killed at any point
-//! leaves a repository that the old or the new passphrase opens.
+//! first key) beside other larder processes, after `kill -9` and after a
+//! failed write. A key change holds a maintenance lock: it never waits for
+//! a backup, but two key changes (or one and a prune) never run at once.
+//! Without that, two processes opened with different keys, each removing
+//! the other's key, could both see two keys and leave none: a repository
+//! nobody can open again. A `key passwd` killed at any point leaves a
+//! repository that the old or the new passphrase opens; an `init` killed
+//! or beaten by another leaves a location the next `init` can use.
 
 use super::concurrency::start_backup;
 use super::kill_loop::Rng;
@@ -128,18 +130,11 @@ fn key_changes_go_beside_a_backup_but_never_beside_another_key_change() {
     let b = backup.finish();
     assert_eq!(b.code, 0, "the paused backup: {}", b.all());
     let id = super::snapshot_id_of(&b);
-    let mut c = larder_cmd(&repo, &cache, &["check", "--read-data"]);
-    c.env("LARDER_PASSWORD", "renewed pass");
-    let chk = wait_bounded(spawn(c), "check");
+    let chk = as_pass(&t, "renewed pass", &["check", "--read-data"]);
     assert!(chk.out.contains("no errors were found"), "{}", chk.all());
     let target = t.dir.path().join("restored");
-    let mut c = larder_cmd(
-        &repo,
-        &cache,
-        &["restore", "-q", &id, "--target", path_str(&target)],
-    );
-    c.env("LARDER_PASSWORD", "renewed pass");
-    let o = wait_bounded(spawn(c), "restore");
+    let restore = ["restore", "-q", &id, "--target", path_str(&target)];
+    let o = as_pass(&t, "renewed pass", &restore);
     assert_eq!(o.code, 0, "{}", o.all());
     assert_same_tree(&src, &target.join(src.strip_prefix("/").unwrap()));
 }
@@ -318,9 +313,7 @@ fn key_passwd_killed_anywhere_leaves_a_passphrase_that_opens() {
     );
     assert_eq!(o.code, 0, "{}", o.all());
     assert!(opens(&t, "last pass") && !opens(&t, &current));
-    let mut c = larder_cmd(&repo, &cache, &["check"]);
-    c.env("LARDER_PASSWORD", "last pass");
-    let chk = wait_bounded(spawn(c), "check");
+    let chk = as_pass(&t, "last pass", &["check"]);
     assert!(chk.out.contains("no errors were found"), "{}", chk.all());
 }
 
