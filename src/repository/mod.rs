@@ -126,9 +126,7 @@ impl Repository {
             // After any other error the key stays: the config may have
             // landed all the same, and it would be the only way in.
             Err(Error::RepositoryExists(at)) => {
-                let ours = backend
-                    .read_bounded(Kind::Config, "config", 1 << 20)
-                    .is_ok_and(|b| open_config(&b, &keys).is_ok_and(|c| c.id == config.id));
+                let ours = read_config(backend.as_ref(), &keys).is_ok_and(|c| c.id == config.id);
                 if !ours {
                     let _ = backend.delete(Kind::Key, &key_id.to_hex());
                     return Err(Error::RepositoryExists(format!(
