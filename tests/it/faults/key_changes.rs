@@ -189,10 +189,11 @@ fn two_processes_removing_each_others_keys_leave_one_that_opens() {
         );
         let done = [&a, &b].iter().filter(|o| o.code == 0).count();
         assert!(done <= 1, "both removals succeeded: {what}");
-        // One that did not succeed was refused: locked (11), or the last
-        // key (1).
+        // One that did not succeed was refused: locked (11), the last key
+        // (1), or its own key already removed by the other before it
+        // opened (wrong password, 12: possible when it started late).
         for o in [&a, &b] {
-            assert!(matches!(o.code, 0 | 1 | 11), "unexpected exit: {what}");
+            assert!(matches!(o.code, 0 | 1 | 11 | 12), "unexpected exit: {what}");
         }
         one_done += done;
         delayed += reports
@@ -338,9 +339,9 @@ fn assert_sound_repository(repo: &Path, cache: &Path, one_key: bool, what: &str)
         assert_eq!(keys, 1, "{what}");
         assert!(!o.err.contains("warning"), "{what}\nsnapshots: {}", o.all());
     } else {
-        let warnings = o.err.lines().filter(|l| l.contains("warning"));
+        let mut warnings = o.err.lines().filter(|l| l.contains("warning"));
         assert!(
-            warnings.into_iter().all(|l| l.contains("does not open")),
+            warnings.all(|l| l.contains("does not open")),
             "{what}\nsnapshots: {}",
             o.all()
         );
