@@ -3,8 +3,9 @@
 //! write; the failing one fails before anything is stored (EIO), stores
 //! half of its bytes under a temporary name and then fails (a short write,
 //! as a disk that fills or fails midway gives), or stores the object and
-//! then fails or is tried again (a reply lost on the way back). Staged objects are
-//! held in memory until committed, so the failing write sees all bytes.
+//! then fails or is tried again (a reply lost on the way back). Staged
+//! objects are held in memory until committed, so the failing write sees
+//! all bytes.
 
 use larder::backend::{Backend, Entry, Kind, LocalBackend, Staged};
 use larder::{Error, Result};
