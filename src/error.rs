@@ -45,8 +45,10 @@ pub enum Error {
     /// No key file opened with the given passphrase or identity.
     #[error("wrong password or no key found that opens the repository")]
     WrongPassword,
-    /// A lock held by another live process prevents the operation.
-    #[error("repository is locked: {0}")]
+    /// A lock held by another live process prevents the operation (a
+    /// repository lock, a profile's run lock, the crontab edit lock); the
+    /// message says which.
+    #[error("{0}")]
     Locked(String),
     /// This process's own lock failed to refresh or was removed: it must
     /// not write to the repository any more (exit code 11, as for a lock

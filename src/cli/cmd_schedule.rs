@@ -133,15 +133,14 @@ fn install(g: &Global, setup: &Setup, t: &Target) -> Result<i32> {
     let profiles = chosen(&cfg, t)?;
     let inv = invocation(g, setup)?;
     let Some((scope, dir, enable)) = systemd_target(setup, t)? else {
-        let old = crontab::read()?;
         let tools = crontab::PriorityTools::find();
-        let mut text = old.clone();
-        for p in &profiles {
-            text = crontab::install(&text, &p.name, &crontab::line(p, &inv, &tools)?);
-        }
-        if text != old {
-            crontab::write(&text)?;
-        }
+        let (old, text) = crontab::edit(&setup.state_dir, crontab::EDIT_WAIT, |old| {
+            let mut text = old.to_string();
+            for p in &profiles {
+                text = crontab::install(&text, &p.name, &crontab::line(p, &inv, &tools)?);
+            }
+            Ok(text)
+        })?;
         let verb = if text != old {
             "installed"
         } else {
@@ -183,13 +182,11 @@ fn remove(g: &Global, setup: &Setup, t: &Target) -> Result<i32> {
         t.profiles.clone()
     };
     let Some((scope, dir, enabled)) = systemd_target(setup, t)? else {
-        let old = crontab::read()?;
-        let text = names
-            .iter()
-            .fold(old.clone(), |t, n| crontab::remove(&t, n));
-        if text != old {
-            crontab::write(&text)?;
-        }
+        crontab::edit(&setup.state_dir, crontab::EDIT_WAIT, |old| {
+            Ok(names
+                .iter()
+                .fold(old.to_string(), |t, n| crontab::remove(&t, n)))
+        })?;
         for n in &names {
             say(g, format!("crontab entry for profile {n}: removed"));
         }

@@ -206,7 +206,7 @@ fn check_others(
             && conflict.is_none()
         {
             conflict = Some(format!(
-                "{} ({}): {}. `larder unlock` removes stale locks",
+                "repository is locked: {} ({}): {}. `larder unlock` removes stale locks",
                 i.describe(),
                 Kind::Lock.path(&a.name),
                 a.verdict.reason()

@@ -6,7 +6,9 @@
 //! editing is pure (crontab text in, crontab text out): installing twice
 //! gives the same text, and removing gives back the text as it was before
 //! installing, byte for byte. `read`/`write` are the thin `crontab -l` and
-//! `crontab -` calls.
+//! `crontab -` calls, and [`edit`] runs one read, change and write while
+//! holding the state directory's crontab lock, so that two larder
+//! processes editing at once never drop each other's blocks.
 
 use super::invocation::{Invocation, check_line_safe, shell_word};
 use super::profile::Profile;
@@ -177,6 +179,67 @@ pub fn installed(crontab: &str) -> Vec<String> {
         .filter(|p| find_block(crontab, p).is_some())
         .map(str::to_string)
         .collect()
+}
+
+/// How long [`edit`] waits for another larder process's crontab edit.
+pub const EDIT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The lock file that serialises crontab edits: `locks/.crontab.lock` in
+/// the state directory (a profile name cannot start with a dot, so it never
+/// meets a profile's run lock).
+pub fn edit_lock_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("locks").join(".crontab.lock")
+}
+
+/// Reads the crontab, applies `change`, and writes the result if it
+/// differs, all under an exclusive `flock` on [`edit_lock_path`], waited
+/// for up to `wait`. `crontab` itself has no lock: without this, two
+/// installs at once both read the old table and the last write drops the
+/// other's block. The kernel drops the lock when its holder exits, however
+/// it exits. Returns the table before and after.
+pub fn edit(
+    state_dir: &Path,
+    wait: std::time::Duration,
+    change: impl FnOnce(&str) -> Result<String>,
+) -> Result<(String, String)> {
+    let _lock = lock_for_edit(state_dir, wait)?;
+    let old = read()?;
+    let new = change(&old)?;
+    if new != old {
+        write(&new)?;
+    }
+    Ok((old, new))
+}
+
+fn lock_for_edit(state_dir: &Path, wait: std::time::Duration) -> Result<std::fs::File> {
+    use std::fs::TryLockError;
+    let path = edit_lock_path(state_dir);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked(format!(
+                    "another larder process has been editing the crontab for {} s (it holds {}); try again once it ends",
+                    wait.as_secs(),
+                    path.display()
+                )));
+            }
+            Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
+    }
 }
 
 /// The current user's crontab (`crontab -l`; none yet is empty).

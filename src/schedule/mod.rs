@@ -13,7 +13,7 @@
 //! - `status`: [`view::status`] per profile, [`view::all_ok`] for the exit code;
 //! - `schedule install|remove`: [`systemd::render`], [`systemd::install`],
 //!   [`systemd::remove`] and the `*_commands`, or [`crontab::line`],
-//!   [`crontab::install`], [`crontab::remove`] with `crontab::{read, write}`;
+//!   [`crontab::install`], [`crontab::remove`] inside [`crontab::edit`];
 //! - `daemon`: [`daemon::run`] with a steps factory.
 
 pub mod atomic;

@@ -693,6 +693,69 @@ fn schedule_install_writes_units_systemd_accepts_and_remove_removes_them() {
     assert_eq!(left, ["other.service"]);
 }
 
+/// A fake `crontab` program first on PATH that keeps the table in a file.
+/// `-l` prints it, writes its pid to `listing` and then sleeps for
+/// `$FAKE_CRONTAB_DELAY` seconds before it touches `listed.PID`; `-` replaces
+/// it through a rename, as the real program installs a table whole.
+struct FakeCrontab {
+    table: PathBuf,
+    listing: PathBuf,
+    listed: PathBuf,
+    path: String,
+}
+
+impl FakeCrontab {
+    fn new(b: &Bed) -> FakeCrontab {
+        let bin = b.path("bin");
+        let table = b.path("crontab.txt");
+        let listing = b.path("crontab.listing");
+        let listed = b.path("crontab.listed");
+        write(
+            &bin.join("crontab"),
+            format!(
+                "#!/bin/sh\nf={}\ncase \"$1\" in\n\
+                 -l) [ -e \"$f\" ] || {{ echo \"no crontab for $(id -un)\" >&2; exit 1; }}; cat \"$f\";\
+                 echo $$ > {}; sleep \"${{FAKE_CRONTAB_DELAY:-0}}\"; touch {}.$$;;\n\
+                 -) cat > \"$f.$$\" && mv \"$f.$$\" \"$f\";;\n*) exit 2;;\nesac\n",
+                table.display(),
+                listing.display(),
+                listed.display()
+            )
+            .as_bytes(),
+        );
+        std::fs::set_permissions(bin.join("crontab"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        FakeCrontab {
+            table,
+            listing,
+            listed,
+            path,
+        }
+    }
+
+    /// `larder schedule ARGS` using this crontab, whose `-l` sleeps `delay`
+    /// seconds.
+    fn cmd(&self, b: &Bed, args: &[&str], delay: f64) -> Command {
+        let mut c = b.cmd();
+        c.env("PATH", &self.path)
+            .env("FAKE_CRONTAB_DELAY", delay.to_string())
+            .arg("schedule")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.table).unwrap()
+    }
+}
+
 /// `schedule install --cron` with a fake `crontab` on PATH adds a marked
 /// block whose command really runs the profile; installing again changes
 /// nothing; `remove` gives back the table byte for byte.
@@ -700,27 +763,10 @@ fn schedule_install_writes_units_systemd_accepts_and_remove_removes_them() {
 fn schedule_install_cron_adds_marked_lines_and_remove_restores_the_table() {
     let b = Bed::new();
     b.configure(&[b.profile("home", "schedule = \"hourly\"\n")]);
-    let bin = b.path("bin");
-    let table = b.path("crontab.txt");
-    write(
-        &bin.join("crontab"),
-        format!(
-            "#!/bin/sh\nf={}\ncase \"$1\" in\n-l) [ -e \"$f\" ] || {{ echo \"no crontab for $(id -un)\" >&2; exit 1; }}; cat \"$f\";;\n\
-             -) cat > \"$f\";;\n*) exit 2;;\nesac\n",
-            table.display()
-        )
-        .as_bytes(),
-    );
-    std::fs::set_permissions(bin.join("crontab"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let fake = FakeCrontab::new(&b);
+    let table = fake.table.clone();
     let cron = |args: &[&str]| {
-        let mut c = b.cmd();
-        c.env("PATH", &path).args(["schedule"]).args(args);
-        let (code, out, err) = run(c);
+        let (code, out, err) = run(fake.cmd(&b, args, 0.0));
         assert_eq!(code, 0, "{args:?}: {out}{err}");
         out
     };
@@ -764,6 +810,124 @@ fn schedule_install_cron_adds_marked_lines_and_remove_restores_the_table() {
 
     cron(&["remove", "--cron", "home"]);
     assert_eq!(std::fs::read_to_string(&table).unwrap(), original);
+}
+
+/// Waits for a `schedule` command started by the test; its exit code and
+/// output.
+fn finish(mut child: Child, what: &str) -> (i32, String) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "{what} never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// `crontab` has no lock of its own. Three `schedule install --cron` of
+/// three profiles at once, each `crontab -l` held 0.4 s so that all three
+/// have read the table before any writes it: every block lands, because
+/// the edits take turns on the state directory's crontab lock. Three
+/// `remove`s at once then give back the user's table byte for byte. An
+/// install killed (SIGKILL) while it holds the lock leaves the table as
+/// it was, and the next install goes ahead before the killed one's
+/// `crontab -l` has even finished.
+#[test]
+fn schedule_edits_of_the_crontab_at_once_or_killed_lose_no_block() {
+    let b = Bed::new();
+    let names = ["home", "work", "media"];
+    let tables: Vec<String> = names
+        .iter()
+        .map(|n| b.profile(n, "schedule = \"hourly\"\n"))
+        .collect();
+    b.configure(&tables);
+    let fake = FakeCrontab::new(&b);
+    let original = "MAILTO=me@example.org\n0 3 * * * /usr/bin/true # mine\n";
+    std::fs::write(&fake.table, original).unwrap();
+    // The profiles with a whole block, in the order of `names`.
+    let blocks = |text: &str| -> Vec<&str> {
+        names
+            .iter()
+            .copied()
+            .filter(|n| {
+                text.contains(&format!("# BEGIN larder profile {n};"))
+                    && text.contains(&format!("# END larder profile {n}\n"))
+            })
+            .collect()
+    };
+
+    let started: Vec<Child> = names
+        .iter()
+        .map(|n| {
+            fake.cmd(&b, &["install", "--cron", n], 0.4)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (child, n) in started.into_iter().zip(names) {
+        let (code, out) = finish(child, n);
+        assert_eq!(code, 0, "install {n}: {out}");
+    }
+    let installed = fake.text();
+    assert!(installed.starts_with(original), "{installed}");
+    assert_eq!(blocks(&installed), names, "a block was lost:\n{installed}");
+    assert_eq!(
+        installed.matches(" run --if-due ").count(),
+        3,
+        "{installed}"
+    );
+
+    let started: Vec<Child> = names
+        .iter()
+        .map(|n| fake.cmd(&b, &["remove", "--cron", n], 0.4).spawn().unwrap())
+        .collect();
+    for (child, n) in started.into_iter().zip(names) {
+        let (code, out) = finish(child, n);
+        assert_eq!(code, 0, "remove {n}: {out}");
+    }
+    assert_eq!(fake.text(), original, "the removals left a block");
+
+    // Killed while holding the lock: its `crontab -l` sleeps 30 s.
+    let _ = std::fs::remove_file(&fake.listing);
+    let mut killed = fake
+        .cmd(&b, &["install", "--cron", "home"], 30.0)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fake.listing.exists() {
+        assert!(killed.try_wait().unwrap().is_none(), "the install ended");
+        assert!(Instant::now() < deadline, "crontab -l never ran");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let lister = std::fs::read_to_string(&fake.listing).unwrap();
+    assert_eq!(
+        fake.text(),
+        original,
+        "the killed install changed the table"
+    );
+    let (code, out) = finish(
+        fake.cmd(&b, &["install", "--cron", "work"], 0.0)
+            .spawn()
+            .unwrap(),
+        "work",
+    );
+    assert_eq!(code, 0, "install after the kill: {out}");
+    let lister_done = PathBuf::from(format!("{}.{}", fake.listed.display(), lister.trim()));
+    assert!(
+        !lister_done.exists(),
+        "the next install waited for the killed one's crontab -l to end"
+    );
+    let _ = Command::new("kill").arg(lister.trim()).status();
+    let after = fake.text();
+    assert!(after.starts_with(original), "{after}");
+    assert_eq!(blocks(&after), ["work"], "{after}");
 }
 
 /// The user's crontab (`None`: no table), and `crontab` putting one back.
