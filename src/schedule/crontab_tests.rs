@@ -1,4 +1,4 @@
-//! Tests of the crontab line and of block editing: byte-for-byte round trips, idempotent install.
+//! Tests of the crontab line and of block editing: byte-for-byte round trips, idempotent install, and the edit lock.
 
 use super::*;
 use crate::schedule::config::Config;
@@ -136,4 +136,25 @@ fn a_changed_line_is_replaced_in_place() {
         installed(&text),
         vec!["home2".to_string(), "home".to_string()]
     );
+}
+
+#[test]
+fn an_edit_waits_for_the_lock_and_gives_up_naming_it_without_touching_the_crontab() {
+    let tmp = tempfile::tempdir().unwrap();
+    let held = lock_for_edit(tmp.path(), std::time::Duration::ZERO).unwrap();
+    let start = std::time::Instant::now();
+    let wait = std::time::Duration::from_millis(200);
+    let err = edit(tmp.path(), wait, |_| -> Result<String> {
+        panic!("the change ran without the lock")
+    })
+    .unwrap_err();
+    assert!(start.elapsed() >= wait, "gave up before waiting");
+    assert_eq!(err.exit_code(), 11);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("editing the crontab") && msg.contains("locks/.crontab.lock"),
+        "{msg}"
+    );
+    assert!(!msg.contains("repository"), "{msg}");
+    drop(held);
 }
