@@ -214,6 +214,9 @@ pub fn edit(
 fn lock_for_edit(state_dir: &Path, wait: std::time::Duration) -> Result<std::fs::File> {
     use std::fs::TryLockError;
     let path = edit_lock_path(state_dir);
+    // The state directory is made as every command makes it (0700, tagged),
+    // in case this is the first command to need it.
+    crate::host::prepare_state_dir(state_dir)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }

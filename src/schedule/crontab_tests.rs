@@ -158,3 +158,15 @@ fn an_edit_waits_for_the_lock_and_gives_up_naming_it_without_touching_the_cronta
     assert!(!msg.contains("repository"), "{msg}");
     drop(held);
 }
+
+#[test]
+fn the_edit_lock_makes_a_missing_state_directory_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state");
+    let _held = lock_for_edit(&state, std::time::Duration::ZERO).unwrap();
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    assert!(state.join("CACHEDIR.TAG").is_file());
+    assert!(edit_lock_path(&state).is_file());
+}
