@@ -217,15 +217,7 @@ fn lock_for_edit(state_dir: &Path, wait: std::time::Duration) -> Result<std::fs:
     // The state directory is made as every command makes it (0700, tagged),
     // in case this is the first command to need it.
     crate::host::prepare_state_dir(state_dir)?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
+    let file = super::runlock::open_lock_file(&path)?;
     let deadline = std::time::Instant::now() + wait;
     loop {
         match file.try_lock() {

@@ -27,17 +27,23 @@ pub fn lock_path(state_dir: &Path, profile: &str) -> PathBuf {
 
 fn open(state_dir: &Path, profile: &str) -> Result<(File, PathBuf)> {
     let path = lock_path(state_dir, profile);
+    let file = open_lock_file(&path)?;
+    Ok((file, path))
+}
+
+/// Opens (creating it and its directory if needed) a lock file in the
+/// state directory, for reading and writing, without truncating it.
+pub(super) fn open_lock_file(path: &Path) -> Result<File> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
-    Ok((file, path))
+        .open(path)
+        .map_err(|e| Error::io(path, e))
 }
 
 /// The pid written in a lock file, if any.
