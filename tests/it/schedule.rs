@@ -11,6 +11,7 @@
 //! directories are never stored.
 
 use crate::common::{self, PASS, larder_bin};
+use crate::faults::wait_bounded;
 use crate::support::{pack_files, rand_bytes, run, write};
 use serde_json::Value;
 use std::io::BufRead;
@@ -812,27 +813,11 @@ fn schedule_install_cron_adds_marked_lines_and_remove_restores_the_table() {
     assert_eq!(std::fs::read_to_string(&table).unwrap(), original);
 }
 
-/// Waits for a `schedule` command started by the test; its exit code and
-/// output.
-fn finish(mut child: Child, what: &str) -> (i32, String) {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "{what} never ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
-}
-
 /// `crontab` has no lock of its own. Three `schedule install --cron` of
-/// three profiles at once, each `crontab -l` held 0.4 s so that all three
-/// have read the table before any writes it: every block lands, because
-/// the edits take turns on the state directory's crontab lock. Three
+/// three profiles at once, each `crontab -l` held 0.4 s so that, without
+/// a lock, all three would read the table before any of them writes it:
+/// every block lands, because the edits take turns on the state
+/// directory's crontab lock. Three
 /// `remove`s at once then give back the user's table byte for byte. An
 /// install killed (SIGKILL) while it holds the lock leaves the table as
 /// it was, and the next install goes ahead before the killed one's
@@ -870,8 +855,8 @@ fn schedule_edits_of_the_crontab_at_once_or_killed_lose_no_block() {
         })
         .collect();
     for (child, n) in started.into_iter().zip(names) {
-        let (code, out) = finish(child, n);
-        assert_eq!(code, 0, "install {n}: {out}");
+        let o = wait_bounded(child, n);
+        assert_eq!(o.code, 0, "install {n}: {}", o.all());
     }
     let installed = fake.text();
     assert!(installed.starts_with(original), "{installed}");
@@ -887,8 +872,8 @@ fn schedule_edits_of_the_crontab_at_once_or_killed_lose_no_block() {
         .map(|n| fake.cmd(&b, &["remove", "--cron", n], 0.4).spawn().unwrap())
         .collect();
     for (child, n) in started.into_iter().zip(names) {
-        let (code, out) = finish(child, n);
-        assert_eq!(code, 0, "remove {n}: {out}");
+        let o = wait_bounded(child, n);
+        assert_eq!(o.code, 0, "remove {n}: {}", o.all());
     }
     assert_eq!(fake.text(), original, "the removals left a block");
 
@@ -912,13 +897,8 @@ fn schedule_edits_of_the_crontab_at_once_or_killed_lose_no_block() {
         original,
         "the killed install changed the table"
     );
-    let (code, out) = finish(
-        fake.cmd(&b, &["install", "--cron", "work"], 0.0)
-            .spawn()
-            .unwrap(),
-        "work",
-    );
-    assert_eq!(code, 0, "install after the kill: {out}");
+    let (code, out, err) = run(fake.cmd(&b, &["install", "--cron", "work"], 0.0));
+    assert_eq!(code, 0, "install after the kill: {out}{err}");
     let lister_done = PathBuf::from(format!("{}.{}", fake.listed.display(), lister.trim()));
     assert!(
         !lister_done.exists(),
