@@ -194,8 +194,9 @@ impl Differ<'_, '_> {
     }
 }
 
-/// Compares trees `a` and `b`, calling `out` for each changed path. The
-/// index lookups share one read transaction ([`Repository::reading`]).
+/// Compares trees `a` and `b`, calling `out` for each changed path, under
+/// a shared lock ([`Repository::lock_for_reading`]). The index lookups
+/// share one read transaction ([`Repository::reading`]).
 pub fn diff(
     repo: &Repository,
     a: Id,
@@ -203,6 +204,7 @@ pub fn diff(
     metadata: bool,
     out: &mut dyn FnMut(&DiffEntry),
 ) -> Result<DiffStats> {
+    let _lock = repo.lock_for_reading()?;
     repo.reading(|| diff_trees(repo, a, b, metadata, out))
 }
 

@@ -34,13 +34,15 @@ pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
 }
 
 /// Calls `f(path, node)` for every node below `root` (or below `sub`),
-/// depth first, in name order. Paths start with `/`.
+/// depth first, in name order, under a shared lock
+/// ([`Repository::lock_for_reading`]; `ls`). Paths start with `/`.
 pub fn walk(
     repo: &Repository,
     root: Id,
     sub: Option<&str>,
     f: &mut dyn FnMut(&str, &Node),
 ) -> Result<()> {
+    let _lock = repo.lock_for_reading()?;
     let sub = sub.unwrap_or("");
     let start = tree_at(repo, root, sub)?;
     let prefix = format!("/{}", sub.trim_matches('/'));

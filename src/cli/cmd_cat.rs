@@ -32,6 +32,9 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         }
         "tree" => {
             let arg = need()?;
+            // The lock comes before the snapshot is picked (see
+            // `lock_for_reading`): a tree is read from a pack.
+            let _lock = repo.lock_for_reading()?;
             let tid = match crate::Id::from_hex(arg) {
                 Ok(t) => t,
                 Err(_) => {

@@ -38,6 +38,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
     let dst = g.open()?;
     let src = g.open_other(&a.from_repo, a.from_password_file.as_deref())?;
+    // The lock comes before the snapshots are picked (see `lock_for_reading`).
+    let _src_lock = src.lock_for_reading()?;
     let filter = a.filter.filter();
     let snaps = if a.snapshots.is_empty() {
         snapshot::list(&src, &filter)?.0

@@ -172,6 +172,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .transpose()?,
     };
     let repo = g.open()?;
+    // The lock comes before the snapshot is picked (see `lock_for_reading`).
+    let _lock = repo.lock_for_reading()?;
     let (snaps, bad) = select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));

@@ -83,6 +83,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         restorer::prepare_descriptors();
     }
     let repo = g.open()?;
+    // The lock comes before the snapshot is picked (see `lock_for_reading`).
+    let _lock = repo.lock_for_reading()?;
     let (reference, sub) = match a.snapshot.split_once(':') {
         Some((r, s)) => (r, Some(s)),
         None => (a.snapshot.as_str(), None),

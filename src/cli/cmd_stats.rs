@@ -56,6 +56,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         }
         return Ok(0);
     }
+    // The lock comes before the snapshot is picked (see `lock_for_reading`).
+    let _lock = repo.lock_for_reading()?;
     let (snaps, bad) = stats::select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));

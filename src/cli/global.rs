@@ -72,8 +72,9 @@ pub struct Global {
         default_value = "auto"
     )]
     pub compression: Compression,
-    /// Do not lock the repository in commands that only read (restore,
-    /// check, stats): for read-only or full storage. Unsafe beside a prune.
+    /// Do not lock the repository in commands that only read (restore, ls,
+    /// diff, dump, find, stats, check, mount, `cat tree`): for read-only or
+    /// full storage. Unsafe beside a prune.
     #[arg(long, global = true)]
     pub no_lock: bool,
     /// The profiles file of `run`, `schedule`, `daemon` and `config`

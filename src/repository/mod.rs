@@ -52,6 +52,9 @@ pub struct Repository {
     /// Whether commands that only read take a shared lock (see
     /// [`Repository::lock_for_reading`]).
     lock_readers: AtomicBool,
+    /// The shared lock that reading commands through this handle hold, while
+    /// any of them holds it (see [`Repository::lock_for_reading`]).
+    read_lock: Mutex<std::sync::Weak<LockGuard>>,
     /// The zstd level data blobs are written with through this handle
     /// (`0`: raw): the config's, unless [`Repository::set_compression`]
     /// chose another for this run.
@@ -219,6 +222,7 @@ impl Repository {
             tree_cache,
             cache_dir: dir,
             lock_readers: AtomicBool::new(true),
+            read_lock: Mutex::new(std::sync::Weak::new()),
             compression_level: AtomicI32::new(config.compression_level),
             config,
             dicts: RwLock::new(None),
@@ -399,16 +403,37 @@ impl Repository {
         self.lock_readers.store(on, Ordering::Relaxed);
     }
 
-    /// The lock of a command that only reads (restore, check, stats): a
-    /// shared lock, or none after [`Repository::set_lock_readers`]`(false)`.
-    /// When the lock cannot be written because the storage is read-only or
-    /// full, the error says so and how to read without one.
-    pub fn lock_for_reading(&self) -> Result<Option<LockGuard>> {
+    /// The lock of a command that only reads (restore, check, stats, ls,
+    /// diff): a shared lock, or none after
+    /// [`Repository::set_lock_readers`]`(false)`. When the lock cannot be
+    /// written because the storage is read-only or full, the error says so
+    /// and how to read without one.
+    ///
+    /// Readers through one handle share one lock: while a guard this returned
+    /// is alive, another call returns the same lock, and it is released when
+    /// the last guard drops. So a command takes the lock **before** it picks
+    /// the snapshot it reads (SPEC section 21, rule 2), and the library call
+    /// it then makes, which locks for itself, adds no second lock object.
+    /// A snapshot picked before the lock could lose its data to a prune
+    /// that marked and swept (`--keep-delete 0s`) in between without
+    /// seeing the reader.
+    pub fn lock_for_reading(&self) -> Result<Option<Arc<LockGuard>>> {
         if !self.lock_readers.load(Ordering::Relaxed) {
             return Ok(None);
         }
+        let mut held = self
+            .read_lock
+            .lock()
+            .map_err(|_| Error::internal("the read lock's holder panicked"))?;
+        if let Some(g) = held.upgrade() {
+            return Ok(Some(g));
+        }
         match self.lock_shared() {
-            Ok(g) => Ok(Some(g)),
+            Ok(g) => {
+                let g = Arc::new(g);
+                *held = Arc::downgrade(&g);
+                Ok(Some(g))
+            }
             Err(e) if storage_refuses_writes(&e) => Err(Error::Usage(format!(
                 "{e}\ncannot take a lock: the repository's storage refuses writes; to read it anyway, run again with --no-lock (nothing is written then, and a prune running meanwhile could delete what is being read)"
             ))),

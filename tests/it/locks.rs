@@ -587,3 +587,32 @@ fn lock_objects_are_small_and_bounded() {
     drop(repo.lock_exclusive().unwrap());
     assert_eq!(names(&t), BTreeSet::from([name, big_name]));
 }
+
+/// Readers through one handle share one lock object
+/// (`Repository::lock_for_reading`): a second reader writes none, the lock
+/// stays while any reader's guard lives and goes with the last one; the
+/// next reader then takes a new lock.
+#[test]
+fn readers_through_one_handle_share_one_lock() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let first = repo.lock_for_reading().unwrap().expect("a reader's lock");
+    let held = names(&t);
+    assert_eq!(held.len(), 1, "{held:?}");
+    let second = repo.lock_for_reading().unwrap().expect("a reader's lock");
+    assert_eq!(names(&t), held, "a second reader wrote another lock");
+    drop(first);
+    assert_eq!(
+        names(&t),
+        held,
+        "the lock went while a reader still held it"
+    );
+    drop(second);
+    assert!(names(&t).is_empty(), "the lock outlived its last reader");
+    let third = repo.lock_for_reading().unwrap().expect("a reader's lock");
+    let again = names(&t);
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_ne!(again, held, "the released lock came back");
+    drop(third);
+    assert!(names(&t).is_empty());
+}

@@ -685,7 +685,7 @@ fn set_writable(root: &Path, on: bool) {
 }
 
 /// Readers on storage that refuses writes (a read-only mount): `restore`,
-/// `check` and `stats` fail at their lock with an error that names the
+/// `check`, `stats` and `ls` fail at their lock with an error that names the
 /// cause and `--no-lock`; with `--no-lock` they work and write nothing;
 /// `backup` stays refused.
 #[test]
@@ -725,6 +725,10 @@ fn read_only_repository_reads_with_no_lock() {
     assert!(out.contains("no errors were found"), "{out}{err}");
     let (out, _) = cli(&view.path, &cache, &["--no-lock", "--json", "stats"], 0);
     assert!(out.contains("total_size"), "{out}");
+    let (_, err) = cli(&view.path, &cache, &["ls", "latest"], 1);
+    assert!(err.contains("--no-lock"), "ls: no hint: {err}");
+    let (out, _) = cli(&view.path, &cache, &["--no-lock", "ls", "latest"], 0);
+    assert!(out.lines().any(|l| l == path_str(&src)), "{out}");
     cli(&view.path, &cache, &["check"], 1);
 
     // A writer does not get to skip its lock.

@@ -14,6 +14,7 @@ mod interrupt;
 mod io_errors;
 mod key_changes;
 mod kill_loop;
+mod readers;
 mod shim;
 mod split;
 

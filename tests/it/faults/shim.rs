@@ -29,6 +29,12 @@
 //!   first waits `FAULTSHIM_UNLINK_DELAY_MS` milliseconds (to hold a
 //!   process between deciding to delete and deleting, so that another can
 //!   run in that window).
+//! - `FAULTSHIM_CREATE_PREFIX`: opening a file with `O_CREAT` (`open`,
+//!   `open64`) whose path as given starts with it first creates the file
+//!   `FAULTSHIM_CREATE_MARK`, then waits until the file
+//!   `FAULTSHIM_CREATE_RELEASE` exists (at most 60 s): it holds a process
+//!   just before it writes a new object there, such as its lock, until the
+//!   test has done what it wants done in that window.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -39,6 +45,7 @@ const SOURCE: &str = r#"
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,14 +80,15 @@ static int fd_is(int fd, const char *want, int prefix) {
     if (!real_##name) real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
 static long long read_done, write_done, fsyncs_done, reads_shortened, writes_shortened,
-    unlinks_delayed;
+    unlinks_delayed, creates_delayed;
 
 /* Says what was done, in FAULTSHIM_REPORT, when the process exits. */
 __attribute__((destructor)) static void report(void) {
     const char *path = str("FAULTSHIM_REPORT");
     FILE *f;
     if (!path || !(f = fopen(path, "w"))) return;
-    fprintf(f, "%lld %lld %lld\n", reads_shortened, writes_shortened, unlinks_delayed);
+    fprintf(f, "%lld %lld %lld %lld\n", reads_shortened, writes_shortened, unlinks_delayed,
+            creates_delayed);
     fclose(f);
 }
 
@@ -214,6 +222,40 @@ int unlinkat(int dirfd, const char *path, int flags) {
     if (dirfd == AT_FDCWD) unlink_delay(path);
     return real_unlinkat(dirfd, path, flags);
 }
+
+/* The mode argument of an open that creates, else 0. */
+#define OPEN_MODE(flags, mode) do { \
+    if ((flags) & (O_CREAT | O_TMPFILE)) { \
+        va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); \
+    } } while (0)
+
+static void create_delay(const char *path, int flags) {
+    const char *want = str("FAULTSHIM_CREATE_PREFIX"), *mark = str("FAULTSHIM_CREATE_MARK"),
+               *release = str("FAULTSHIM_CREATE_RELEASE");
+    if (!(flags & O_CREAT) || !want || !path || strncmp(path, want, strlen(want)) != 0) return;
+    __atomic_add_fetch(&creates_delayed, 1, __ATOMIC_SEQ_CST);
+    if (mark) {
+        FILE *f = fopen(mark, "w");
+        if (f) fclose(f);
+    }
+    for (int i = 0; release && i < 6000 && access(release, F_OK) != 0; i++) usleep(10000);
+}
+
+int open(const char *path, int flags, ...) {
+    REAL(open);
+    mode_t mode = 0;
+    OPEN_MODE(flags, mode);
+    create_delay(path, flags);
+    return real_open(path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...) {
+    REAL(open64);
+    mode_t mode = 0;
+    OPEN_MODE(flags, mode);
+    create_delay(path, flags);
+    return real_open64(path, flags, mode);
+}
 "#;
 
 /// The path of the built library (built on first use; the test fails if
@@ -253,24 +295,29 @@ pub fn library() -> PathBuf {
     .clone()
 }
 
-/// The counts in a report file: reads shortened, writes shortened, and
-/// removals delayed.
-fn report_counts(report: &std::path::Path) -> [u64; 3] {
+/// The counts in a report file: reads shortened, writes shortened,
+/// removals delayed and creations delayed.
+fn report_counts(report: &std::path::Path) -> [u64; 4] {
     let text = std::fs::read_to_string(report)
         .unwrap_or_else(|e| panic!("no report from the fault shim at {}: {e}", report.display()));
     let mut n = text.split_whitespace().map(|w| w.parse::<u64>().unwrap());
-    [(); 3].map(|_| n.next().unwrap())
+    [(); 4].map(|_| n.next().unwrap())
 }
 
 /// Reads and writes shortened, as the report file says.
 pub fn shortened(report: &std::path::Path) -> (u64, u64) {
-    let [r, w, _] = report_counts(report);
+    let [r, w, _, _] = report_counts(report);
     (r, w)
 }
 
 /// Removals delayed, as the report file says.
 pub fn unlinks_delayed(report: &std::path::Path) -> u64 {
     report_counts(report)[2]
+}
+
+/// Opens that created a file and were delayed, as the report file says.
+pub fn creates_delayed(report: &std::path::Path) -> u64 {
+    report_counts(report)[3]
 }
 
 /// Adds the library and `vars` to a command's environment.

@@ -1,0 +1,197 @@
+//! Reading commands beside a prune that deletes at once
+//! (`forget --prune --keep-delete 0s`). A reader takes its shared lock
+//! before it picks its snapshot and holds it until its last read (SPEC
+//! section 21, rule 2): a snapshot picked before the lock could lose its
+//! packs to a prune that ran in between without seeing the reader, and a
+//! reader with no lock at all loses them whenever such a prune runs.
+
+use super::{Out, backup_ok, check_passes, larder_cmd, larder_ok, shim, spawn, wait_bounded};
+use crate::support::{assert_same_tree, pack_files, path_str, rand_bytes, write};
+use std::path::Path;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// Lock objects in the repository (not temporary files).
+fn lock_objects(repo: &Path) -> usize {
+    std::fs::read_dir(repo.join("locks"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits (at most 60 s) until `ready()` holds; fails the test, naming
+/// `what`, if `child` exits first or the time runs out.
+fn wait_for(child: &mut Child, what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("{what}: the command ended first ({st})");
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Forgets snapshot `id` and prunes with no grace period; returns what the
+/// prune printed (`--json`).
+fn forget_and_prune_now(repo: &Path, cache: &Path, id: &str) -> Out {
+    larder_ok(
+        repo,
+        cache,
+        &["--json", "forget", id, "--prune", "--keep-delete", "0s"],
+    )
+}
+
+/// Each reading command is held just before it writes its lock (by the fault
+/// shim), while the newest snapshot is forgotten and its packs deleted at
+/// once; then let go. A command that picks `latest` only under its lock
+/// reads the snapshot that is newest then, whole, and prints exactly what
+/// it prints for that snapshot named by id, having written one lock
+/// object. One that had picked the forgotten snapshot first would find its
+/// packs gone.
+#[test]
+fn readers_pick_their_snapshot_under_their_lock() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for i in 0..6 {
+        write(
+            &src.join(format!("d{}/f{i}.bin", i % 2)),
+            &rand_bytes(i, 20_000),
+        );
+    }
+    let y = backup_ok(&repo, &cache, &src);
+    let y_src = base.path().join("y-src");
+    let copied = std::process::Command::new("cp")
+        .args(["-a", path_str(&src), path_str(&y_src)])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    // What only the newer snapshot holds: a file of its own (several
+    // packs) and a changed one, so it has trees and data of its own.
+    write(&src.join("d0/f0.bin"), b"changed after the first snapshot");
+    write(&src.join("x-only.bin"), &rand_bytes(99, 3 << 20));
+
+    let cases: [(&str, &[&str]); 7] = [
+        ("restore", &["restore", "SNAP", "--target", "TARGET"]),
+        ("ls", &["ls", "SNAP"]),
+        ("dump", &["dump", "SNAP", "SRC/d0/f0.bin"]),
+        ("diff", &["diff", &y, "SNAP"]),
+        ("cat tree", &["cat", "tree", "SNAP:SRC/d0"]),
+        ("stats", &["--json", "stats", "SNAP"]),
+        ("find", &["find", "-s", "SNAP", "*.bin"]),
+    ];
+    for (i, (name, args)) in cases.iter().enumerate() {
+        let x = backup_ok(&repo, &cache, &src);
+        let args_for = |snap: &str, target: &Path| -> Vec<String> {
+            args.iter()
+                .map(|a| {
+                    a.replace("SNAP", snap)
+                        .replace("TARGET", path_str(target))
+                        .replace("SRC", path_str(&src))
+                })
+                .collect()
+        };
+        let want_dir = base.path().join(format!("want-{i}"));
+        let want_args = args_for(&y, &want_dir);
+        let want_refs: Vec<&str> = want_args.iter().map(String::as_str).collect();
+        let want = larder_ok(&repo, &cache, &want_refs);
+
+        let got_dir = base.path().join(format!("got-{i}"));
+        let got_args = args_for("latest", &got_dir);
+        let got_refs: Vec<&str> = got_args.iter().map(String::as_str).collect();
+        let mark = base.path().join(format!("held-{i}"));
+        let release = base.path().join(format!("release-{i}"));
+        let report = base.path().join(format!("report-{i}"));
+        let mut c = larder_cmd(&repo, &cache, &got_refs);
+        shim::inject(
+            &mut c,
+            &[
+                (
+                    "FAULTSHIM_CREATE_PREFIX",
+                    format!("{}/", repo.join("locks").display()),
+                ),
+                ("FAULTSHIM_CREATE_MARK", path_str(&mark).to_string()),
+                ("FAULTSHIM_CREATE_RELEASE", path_str(&release).to_string()),
+                ("FAULTSHIM_REPORT", path_str(&report).to_string()),
+            ],
+        );
+        let mut held = spawn(c);
+        wait_for(&mut held, &format!("{name}: held before its lock"), || {
+            mark.exists()
+        });
+        let packs_before = pack_files(&repo).0;
+        forget_and_prune_now(&repo, &cache, &x);
+        assert!(
+            pack_files(&repo).0 < packs_before,
+            "{name}: the prune deleted no pack, so the window tested nothing"
+        );
+        write(&release, b"");
+        let got: Out = wait_bounded(held, name);
+        assert_eq!(got.code, 0, "{name}: {}", got.all());
+        // One lock object: the command's own and the library call's are one.
+        assert_eq!(
+            shim::creates_delayed(&report),
+            1,
+            "{name}: files created in locks/"
+        );
+        if *name == "restore" {
+            let back = got_dir.join(src.strip_prefix("/").unwrap());
+            assert_same_tree(&y_src, &back);
+        } else {
+            assert_eq!(got.out, want.out, "{name}: printed something else");
+        }
+    }
+    check_passes(&repo, &cache, true, "after the held readers");
+}
+
+/// `ls` of a snapshot too large for its output pipe, left blocked on the
+/// pipe mid-walk, while the snapshot is forgotten and pruned with no grace
+/// period: the prune finds the listing's lock and leaves the packs to a
+/// later prune, and the listing, read at last, is whole. The prune after
+/// it deletes them.
+#[test]
+fn a_listing_holds_its_lock_to_the_end_beside_a_prune() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for d in 0..60 {
+        for f in 0..100 {
+            let p = src.join(format!(
+                "directory-{d:02}/a-file-with-a-long-name-{f:03}.txt"
+            ));
+            write(&p, format!("{d} {f}").as_bytes());
+        }
+    }
+    let x = backup_ok(&repo, &cache, &src);
+    let want = larder_ok(&repo, &cache, &["ls", &x]);
+    assert!(
+        want.out.len() > 4 * 65_536,
+        "the listing ({} bytes) must be far larger than a pipe holds",
+        want.out.len()
+    );
+    let packs_before = pack_files(&repo).0;
+
+    let mut listing = spawn(larder_cmd(&repo, &cache, &["ls", &x]));
+    wait_for(&mut listing, "ls: its lock", || lock_objects(&repo) > 0);
+    let prune = forget_and_prune_now(&repo, &cache, &x);
+    assert!(
+        prune.out.contains("still run"),
+        "the prune did not wait for the listing: {}",
+        prune.all()
+    );
+    assert_eq!(pack_files(&repo).0, packs_before, "a pack was deleted");
+
+    let got = wait_bounded(listing, "ls");
+    assert_eq!(got.code, 0, "{}", got.all());
+    assert_eq!(got.out, want.out, "the listing is not whole");
+
+    larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+    assert_eq!(pack_files(&repo).0, 0, "the next prune left packs");
+    check_passes(&repo, &cache, false, "after the listing and the prunes");
+}
