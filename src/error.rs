@@ -107,6 +107,12 @@ impl Error {
         }
     }
 
+    /// Whether this says a repository object does not exist: one another
+    /// process removed since it was listed, when it was listed.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Backend { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+
     /// Shorthand for an internal failure (see [`Error::Internal`]).
     pub fn internal(what: impl std::fmt::Display) -> Self {
         Error::Internal(what.to_string())

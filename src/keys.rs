@@ -411,12 +411,6 @@ pub fn add_key(backend: &dyn Backend, master: &MasterKey, new: &NewKey) -> Resul
     Ok(id)
 }
 
-/// Whether `e` says a key file disappeared since it was listed (another
-/// process ran `key passwd` or `key remove`): not a problem.
-fn removed(e: &Error) -> bool {
-    matches!(e, Error::Backend { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
-}
-
 /// Reads key file `name` (bounded), checking first that its name is an id.
 fn read_key_file(backend: &dyn Backend, name: &str) -> Result<(Id, Vec<u8>)> {
     let what = Kind::Key.path(name);
@@ -454,7 +448,8 @@ pub fn find_key<T>(
         let what = Kind::Key.path(&e.name);
         let (id, bytes) = match read_key_file(backend, &e.name) {
             Ok(k) => k,
-            Err(e) if removed(&e) => continue,
+            // Removed since listed (`key passwd` or `key remove` beside): not a problem.
+            Err(e) if e.is_not_found() => continue,
             Err(err) => {
                 skip(err);
                 continue;
@@ -523,7 +518,7 @@ pub fn list_keys(backend: &dyn Backend) -> Result<KeyList> {
                 username: h.username,
                 recipient: h.recipient,
             }),
-            Err(e) if removed(&e) => {}
+            Err(e) if e.is_not_found() => {}
             Err(err) => out.unreadable.push(UnreadableKey {
                 id: e.name,
                 error: err.to_string(),

@@ -189,7 +189,8 @@ impl Filter {
 pub type Listing = (Vec<(Id, Snapshot)>, Vec<Error>);
 
 /// Every snapshot (with its id) passing `filter`, oldest first.
-/// Unreadable snapshots are returned as errors in the second list.
+/// Unreadable snapshots are returned as errors in the second list; one
+/// removed between the listing and its read is left out.
 pub fn list(repo: &Repository, filter: &Filter) -> Result<Listing> {
     let mut out = Vec::new();
     let mut bad = Vec::new();
@@ -200,6 +201,9 @@ pub fn list(repo: &Repository, filter: &Filter) -> Result<Listing> {
         match load(repo, &e.name) {
             Ok(s) if filter.matches(&s) => out.push((id, s)),
             Ok(_) => {}
+            // Removed since it was listed, by a `forget`, `tag` or
+            // `rewrite` beside: gone, not unreadable.
+            Err(err) if err.is_not_found() => {}
             Err(err) => bad.push(err),
         }
     }

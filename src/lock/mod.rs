@@ -219,18 +219,13 @@ fn cut(mut s: String) -> String {
     s
 }
 
-/// Whether `e` says the object does not exist.
-pub(crate) fn is_not_found(e: &Error) -> bool {
-    matches!(e, Error::Backend { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
-}
-
 /// Reads lock `name`: Ok(None) if it no longer exists, an error if it
 /// cannot be read, opened or is out of bounds.
 pub fn read_lock(backend: &dyn Backend, keys: &Keys, name: &str) -> Result<Option<LockInfo>> {
     let what = Kind::Lock.path(name);
     let bytes = match backend.read_bounded(Kind::Lock, name, MAX_LOCK_STORED) {
         Ok(b) => b,
-        Err(e) if is_not_found(&e) => return Ok(None),
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e),
     };
     let info: LockInfo = object::open(keys, ObjectType::Lock, &what, &bytes)?;

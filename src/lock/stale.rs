@@ -15,7 +15,7 @@
 //!    compared with any clock.
 
 use super::seen::Observations;
-use super::{LockConfig, LockInfo, MAX_LOCK_LIFETIME, human, is_not_found, read_lock};
+use super::{LockConfig, LockInfo, MAX_LOCK_LIFETIME, human, read_lock};
 use crate::backend::{Backend, Kind};
 use crate::crypto::Keys;
 use crate::error::Result;
@@ -163,7 +163,7 @@ impl Judge<'_> {
         match self.backend.age(Kind::Lock, name) {
             Ok(Some(a)) => Some(Age::Storage(a)),
             Ok(None) => Some(self.seen_here(name)),
-            Err(e) if is_not_found(&e) => None,
+            Err(e) if e.is_not_found() => None,
             Err(e) => Some(Age::Unknown(format!("its age cannot be read ({e})"))),
         }
     }

@@ -222,6 +222,13 @@ fn by_name(
                 });
                 readable.push((id, *snap));
             }
+            // Removed since it was listed, by another `forget` beside.
+            Found::Unreadable(id, e) if e.is_not_found() => {
+                report.notices.push(format!(
+                    "snapshot {} was removed meanwhile by another process",
+                    id.short()
+                ));
+            }
             Found::Unreadable(id, e) => {
                 let verb = if opts.dry_run { "would be" } else { "is" };
                 report.notices.push(format!(

@@ -179,9 +179,7 @@ impl Repository {
     ) -> Result<Repository> {
         let bytes = match backend.read_bounded(Kind::Config, "config", 1 << 20) {
             Ok(b) => b,
-            Err(Error::Backend { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::NoRepository(backend.location()));
-            }
+            Err(e) if e.is_not_found() => return Err(Error::NoRepository(backend.location())),
             Err(e) => return Err(e),
         };
         // Say "needs a newer larder" before asking for any key.

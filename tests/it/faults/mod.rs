@@ -117,6 +117,19 @@ pub fn wait_bounded(mut child: Child, what: &str) -> Out {
     }
 }
 
+/// Waits (at most 60 s) until `ready()` holds while `child` runs; fails the
+/// test, naming `what`, if `child` exits first or the time runs out.
+pub fn wait_until(child: &mut Child, what: &str, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("{what}: the command ended first ({st})");
+        }
+        assert!(Instant::now() < deadline, "{what}: not within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Runs `larder ARGS` to completion (bounded by [`DEADLINE`]).
 pub fn larder_run(repo: &Path, cache: &Path, args: &[&str]) -> Out {
     wait_bounded(

@@ -1,15 +1,18 @@
-//! Reading commands beside a prune that deletes at once
-//! (`forget --prune --keep-delete 0s`). A reader takes its shared lock
-//! before it picks its snapshot and holds it until its last read (SPEC
-//! section 21, rule 2): a snapshot picked before the lock could lose its
-//! packs to a prune that ran in between without seeing the reader, and a
-//! reader with no lock at all loses them whenever such a prune runs.
+//! Reading commands beside `forget` and beside a prune that deletes at once
+//! (`forget --prune --keep-delete 0s`).
+//!
+//! A reader takes its shared lock before it picks its snapshot and holds it
+//! until its last read (SPEC section 21, rule 2): a snapshot picked before
+//! the lock could lose its packs to a prune that ran in between without
+//! seeing the reader, and a reader with no lock at all loses them whenever
+//! such a prune runs. And a snapshot that another process removes between a
+//! command's listing and its read of it is gone, not unreadable: no warning,
+//! no failed `check`, no prune that refuses to run.
 
-use super::{Out, backup_ok, check_passes, larder_cmd, larder_ok, shim, spawn, wait_bounded};
+use super::shim::Hold;
+use super::{Out, backup_ok, check_passes, larder_cmd, larder_ok, spawn, wait_bounded, wait_until};
 use crate::support::{assert_same_tree, pack_files, path_str, rand_bytes, write};
 use std::path::Path;
-use std::process::Child;
-use std::time::{Duration, Instant};
 
 /// Lock objects in the repository (not temporary files).
 fn lock_objects(repo: &Path) -> usize {
@@ -20,19 +23,6 @@ fn lock_objects(repo: &Path) -> usize {
                 .count()
         })
         .unwrap_or(0)
-}
-
-/// Waits (at most 60 s) until `ready()` holds; fails the test, naming
-/// `what`, if `child` exits first or the time runs out.
-fn wait_for(child: &mut Child, what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready() {
-        if let Some(st) = child.try_wait().unwrap() {
-            panic!("{what}: the command ended first ({st})");
-        }
-        assert!(Instant::now() < deadline, "{what}: not within 60 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Forgets snapshot `id` and prunes with no grace period; returns what the
@@ -104,41 +94,22 @@ fn readers_pick_their_snapshot_under_their_lock() {
         let got_dir = base.path().join(format!("got-{i}"));
         let got_args = args_for("latest", &got_dir);
         let got_refs: Vec<&str> = got_args.iter().map(String::as_str).collect();
-        let mark = base.path().join(format!("held-{i}"));
-        let release = base.path().join(format!("release-{i}"));
-        let report = base.path().join(format!("report-{i}"));
+        let hold = Hold::new(&repo.join("locks"), true, base.path(), &i.to_string());
         let mut c = larder_cmd(&repo, &cache, &got_refs);
-        shim::inject(
-            &mut c,
-            &[
-                (
-                    "FAULTSHIM_CREATE_PREFIX",
-                    format!("{}/", repo.join("locks").display()),
-                ),
-                ("FAULTSHIM_CREATE_MARK", path_str(&mark).to_string()),
-                ("FAULTSHIM_CREATE_RELEASE", path_str(&release).to_string()),
-                ("FAULTSHIM_REPORT", path_str(&report).to_string()),
-            ],
-        );
+        hold.inject(&mut c);
         let mut held = spawn(c);
-        wait_for(&mut held, &format!("{name}: held before its lock"), || {
-            mark.exists()
-        });
+        hold.wait_held(&mut held, &format!("{name}, before its lock"));
         let packs_before = pack_files(&repo).0;
         forget_and_prune_now(&repo, &cache, &x);
         assert!(
             pack_files(&repo).0 < packs_before,
             "{name}: the prune deleted no pack, so the window tested nothing"
         );
-        write(&release, b"");
+        hold.release();
         let got: Out = wait_bounded(held, name);
         assert_eq!(got.code, 0, "{name}: {}", got.all());
         // One lock object: the command's own and the library call's are one.
-        assert_eq!(
-            shim::creates_delayed(&report),
-            1,
-            "{name}: files created in locks/"
-        );
+        assert_eq!(hold.opens(), 1, "{name}: files created in locks/");
         if *name == "restore" {
             let back = got_dir.join(src.strip_prefix("/").unwrap());
             assert_same_tree(&y_src, &back);
@@ -178,7 +149,7 @@ fn a_listing_holds_its_lock_to_the_end_beside_a_prune() {
     let packs_before = pack_files(&repo).0;
 
     let mut listing = spawn(larder_cmd(&repo, &cache, &["ls", &x]));
-    wait_for(&mut listing, "ls: its lock", || lock_objects(&repo) > 0);
+    wait_until(&mut listing, "ls: its lock", || lock_objects(&repo) > 0);
     let prune = forget_and_prune_now(&repo, &cache, &x);
     assert!(
         prune.out.contains("still run"),
@@ -194,4 +165,88 @@ fn a_listing_holds_its_lock_to_the_end_beside_a_prune() {
     larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
     assert_eq!(pack_files(&repo).0, 0, "the next prune left packs");
     check_passes(&repo, &cache, false, "after the listing and the prunes");
+}
+
+/// Commands that list the snapshots and then read each, held (by the fault
+/// shim) at their first read of a snapshot object while another process's
+/// `forget --keep-last 1` removes all but the newest, then let go: each
+/// finds the removed ones gone and goes on as if they had never been
+/// listed. `snapshots` lists the newest alone with no warning, `forget`
+/// applies its policy to what is left (and, given the oldest by name, says
+/// it was removed meanwhile), `check` finds no error and `prune` runs.
+#[test]
+fn snapshots_removed_beside_a_listing_are_gone_not_unreadable() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let cases: [(&str, &[&str]); 5] = [
+        ("snapshots", &["--json", "snapshots"]),
+        ("forget", &["forget", "--keep-last", "1"]),
+        ("forget named", &["forget", "OLDEST"]),
+        ("check", &["check"]),
+        ("prune", &["prune"]),
+    ];
+    for (i, (name, args)) in cases.iter().enumerate() {
+        let mut made = Vec::new();
+        for g in 0..4 {
+            write(&src.join("f.txt"), format!("{i} {g}").as_bytes());
+            made.push(backup_ok(&repo, &cache, &src));
+        }
+        let newest = made[3].clone();
+        let args: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "OLDEST" { made[0].as_str() } else { a })
+            .collect();
+        let hold = Hold::new(
+            &repo.join("snapshots"),
+            false,
+            base.path(),
+            &format!("list-{i}"),
+        );
+        let mut c = larder_cmd(&repo, &cache, &args);
+        hold.inject(&mut c);
+        let mut held = spawn(c);
+        hold.wait_held(&mut held, name);
+        larder_ok(&repo, &cache, &["forget", "--keep-last", "1"]);
+        hold.release();
+        let got = wait_bounded(held, name);
+        assert_eq!(got.code, 0, "{name}: {}", got.all());
+        assert!(
+            !got.err
+                .lines()
+                .any(|l| l.starts_with("warning") || l.starts_with("error")),
+            "{name}: {}",
+            got.all()
+        );
+        match *name {
+            "snapshots" => {
+                let list = crate::support::json_lines(&got.out).remove(0);
+                let ids: Vec<&str> = list
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["id"].as_str().unwrap())
+                    .collect();
+                assert_eq!(ids, [newest.as_str()], "{}", got.all());
+            }
+            "check" => assert!(got.out.contains("no errors were found"), "{}", got.all()),
+            "forget named" => assert!(
+                got.err.contains("was removed meanwhile") && !got.all().contains("unreadable"),
+                "{}",
+                got.all()
+            ),
+            _ => {}
+        }
+        let left: Vec<String> = std::fs::read_dir(repo.join("snapshots"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            left,
+            std::slice::from_ref(&newest),
+            "{name}: snapshots left"
+        );
+    }
+    check_passes(&repo, &cache, true, "after the held listings");
 }

@@ -29,12 +29,13 @@
 //!   first waits `FAULTSHIM_UNLINK_DELAY_MS` milliseconds (to hold a
 //!   process between deciding to delete and deleting, so that another can
 //!   run in that window).
-//! - `FAULTSHIM_CREATE_PREFIX`: opening a file with `O_CREAT` (`open`,
-//!   `open64`) whose path as given starts with it first creates the file
-//!   `FAULTSHIM_CREATE_MARK`, then waits until the file
-//!   `FAULTSHIM_CREATE_RELEASE` exists (at most 60 s): it holds a process
-//!   just before it writes a new object there, such as its lock, until the
-//!   test has done what it wants done in that window.
+//! - `FAULTSHIM_HOLD_PREFIX`: opening a file (`open`, `open64`; with
+//!   `FAULTSHIM_HOLD_CREATING=1` only an open with `O_CREAT`) whose path as
+//!   given starts with it first creates the file `FAULTSHIM_HOLD_MARK`, then
+//!   waits until the file `FAULTSHIM_HOLD_RELEASE` exists (at most 60 s): it
+//!   holds a process just before it reads an object there, or writes a new
+//!   one such as its lock, until the test has done what it wants done in
+//!   that window (see [`Hold`]).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -80,7 +81,7 @@ static int fd_is(int fd, const char *want, int prefix) {
     if (!real_##name) real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
 static long long read_done, write_done, fsyncs_done, reads_shortened, writes_shortened,
-    unlinks_delayed, creates_delayed;
+    unlinks_delayed, opens_held;
 
 /* Says what was done, in FAULTSHIM_REPORT, when the process exits. */
 __attribute__((destructor)) static void report(void) {
@@ -88,7 +89,7 @@ __attribute__((destructor)) static void report(void) {
     FILE *f;
     if (!path || !(f = fopen(path, "w"))) return;
     fprintf(f, "%lld %lld %lld %lld\n", reads_shortened, writes_shortened, unlinks_delayed,
-            creates_delayed);
+            opens_held);
     fclose(f);
 }
 
@@ -229,11 +230,12 @@ int unlinkat(int dirfd, const char *path, int flags) {
         va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); \
     } } while (0)
 
-static void create_delay(const char *path, int flags) {
-    const char *want = str("FAULTSHIM_CREATE_PREFIX"), *mark = str("FAULTSHIM_CREATE_MARK"),
-               *release = str("FAULTSHIM_CREATE_RELEASE");
-    if (!(flags & O_CREAT) || !want || !path || strncmp(path, want, strlen(want)) != 0) return;
-    __atomic_add_fetch(&creates_delayed, 1, __ATOMIC_SEQ_CST);
+static void open_hold(const char *path, int flags) {
+    const char *want = str("FAULTSHIM_HOLD_PREFIX"), *mark = str("FAULTSHIM_HOLD_MARK"),
+               *release = str("FAULTSHIM_HOLD_RELEASE");
+    if (!want || !path || strncmp(path, want, strlen(want)) != 0) return;
+    if (num("FAULTSHIM_HOLD_CREATING") && !(flags & O_CREAT)) return;
+    __atomic_add_fetch(&opens_held, 1, __ATOMIC_SEQ_CST);
     if (mark) {
         FILE *f = fopen(mark, "w");
         if (f) fclose(f);
@@ -245,7 +247,7 @@ int open(const char *path, int flags, ...) {
     REAL(open);
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
-    create_delay(path, flags);
+    open_hold(path, flags);
     return real_open(path, flags, mode);
 }
 
@@ -253,7 +255,7 @@ int open64(const char *path, int flags, ...) {
     REAL(open64);
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
-    create_delay(path, flags);
+    open_hold(path, flags);
     return real_open64(path, flags, mode);
 }
 "#;
@@ -296,7 +298,7 @@ pub fn library() -> PathBuf {
 }
 
 /// The counts in a report file: reads shortened, writes shortened,
-/// removals delayed and creations delayed.
+/// removals delayed and opens held.
 fn report_counts(report: &std::path::Path) -> [u64; 4] {
     let text = std::fs::read_to_string(report)
         .unwrap_or_else(|e| panic!("no report from the fault shim at {}: {e}", report.display()));
@@ -315,9 +317,67 @@ pub fn unlinks_delayed(report: &std::path::Path) -> u64 {
     report_counts(report)[2]
 }
 
-/// Opens that created a file and were delayed, as the report file says.
-pub fn creates_delayed(report: &std::path::Path) -> u64 {
-    report_counts(report)[3]
+/// A process held at its first open below a directory (the
+/// `FAULTSHIM_HOLD_*` variables), with the files that tell the test it is
+/// held and let it go, and its report.
+pub struct Hold {
+    vars: Vec<(&'static str, String)>,
+    mark: PathBuf,
+    release: PathBuf,
+    report: PathBuf,
+}
+
+impl Hold {
+    /// Holds opens below `dir` (only those that create a file if
+    /// `creating`); the hold's files go in `scratch`, named by `tag`.
+    pub fn new(
+        dir: &std::path::Path,
+        creating: bool,
+        scratch: &std::path::Path,
+        tag: &str,
+    ) -> Hold {
+        let file = |what: &str| scratch.join(format!("hold-{tag}-{what}"));
+        let (mark, release, report) = (file("mark"), file("release"), file("report"));
+        let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        let vars = vec![
+            ("FAULTSHIM_HOLD_PREFIX", format!("{}/", dir.display())),
+            (
+                "FAULTSHIM_HOLD_CREATING",
+                if creating { "1" } else { "0" }.into(),
+            ),
+            ("FAULTSHIM_HOLD_MARK", s(&mark)),
+            ("FAULTSHIM_HOLD_RELEASE", s(&release)),
+            ("FAULTSHIM_REPORT", s(&report)),
+        ];
+        Hold {
+            vars,
+            mark,
+            release,
+            report,
+        }
+    }
+
+    /// Adds the library and the hold to `c`.
+    pub fn inject(&self, c: &mut Command) {
+        let vars: Vec<(&str, String)> = self.vars.iter().map(|(k, v)| (*k, v.clone())).collect();
+        inject(c, &vars);
+    }
+
+    /// Waits (at most 60 s) until `child` is held; fails the test, naming
+    /// `what`, if it exits first or the time runs out.
+    pub fn wait_held(&self, child: &mut std::process::Child, what: &str) {
+        super::wait_until(child, &format!("{what}: held"), || self.mark.exists());
+    }
+
+    /// Lets the held process go on.
+    pub fn release(&self) {
+        std::fs::write(&self.release, b"").unwrap();
+    }
+
+    /// How many opens matched the hold, once the process has exited.
+    pub fn opens(&self) -> u64 {
+        report_counts(&self.report)[3]
+    }
 }
 
 /// Adds the library and `vars` to a command's environment.
