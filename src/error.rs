@@ -107,8 +107,8 @@ impl Error {
         }
     }
 
-    /// Whether this says a repository object does not exist: one another
-    /// process removed since it was listed, when it was listed.
+    /// Whether this says a repository object does not exist (for an object
+    /// just listed: another process removed it since).
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Backend { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
