@@ -224,9 +224,10 @@ int unlinkat(int dirfd, const char *path, int flags) {
     return real_unlinkat(dirfd, path, flags);
 }
 
-/* The mode argument of an open that creates, else 0. */
+/* The mode argument of an open that creates, else 0 (O_TMPFILE holds
+   O_DIRECTORY's bit: only all of its bits mean a mode was passed). */
 #define OPEN_MODE(flags, mode) do { \
-    if ((flags) & (O_CREAT | O_TMPFILE)) { \
+    if (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE) { \
         va_list ap; va_start(ap, flags); mode = va_arg(ap, mode_t); va_end(ap); \
     } } while (0)
 
@@ -359,8 +360,7 @@ impl Hold {
 
     /// Adds the library and the hold to `c`.
     pub fn inject(&self, c: &mut Command) {
-        let vars: Vec<(&str, String)> = self.vars.iter().map(|(k, v)| (*k, v.clone())).collect();
-        inject(c, &vars);
+        inject(c, &self.vars);
     }
 
     /// Waits (at most 60 s) until `child` is held; fails the test, naming
