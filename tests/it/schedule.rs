@@ -167,14 +167,8 @@ impl Bed {
 
 /// Waits for a file to exist (a hook's sign), panicking after a minute.
 fn wait_for(p: &Path, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !p.exists() {
-        if let Some(st) = child.try_wait().unwrap() {
-            panic!("the process ended ({st}) before {} appeared", p.display());
-        }
-        assert!(Instant::now() < deadline, "{} never appeared", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let what = format!("{} to appear", p.display());
+    crate::faults::wait_until(child, &what, || p.exists());
 }
 
 fn sigterm(child: &Child) {
