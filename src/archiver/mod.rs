@@ -101,9 +101,11 @@ struct Walked {
 }
 
 /// Runs a backup and writes its snapshot (unless `dry_run`). Takes a shared
-/// lock on the repository for the run (none for a dry run, which writes
-/// nothing) and checks it before every write: a run whose lock was lost
-/// stops with [`Error::LockLost`].
+/// lock on the repository for the run and checks it before every write: a
+/// run whose lock was lost stops with [`Error::LockLost`]. A dry run, which
+/// writes nothing but reads its parent's trees, takes the lock of a reader
+/// ([`Repository::lock_for_reading`], none after `--no-lock`) before it
+/// picks the parent, so a prune leaves those trees' packs alone.
 pub fn backup(
     repo: &Repository,
     opts: &BackupOptions,
@@ -115,10 +117,10 @@ pub fn backup(
             "nothing to back up: give at least one path".into(),
         ));
     }
-    let lock = if opts.dry_run {
-        None
+    let (lock, _read_lock) = if opts.dry_run {
+        (None, repo.lock_for_reading()?)
     } else {
-        Some(repo.lock_shared()?)
+        (Some(repo.lock_shared()?), None)
     };
     let mut paths: Vec<PathBuf> = opts
         .paths

@@ -73,8 +73,8 @@ pub struct Global {
     )]
     pub compression: Compression,
     /// Do not lock the repository in commands that only read (restore, ls,
-    /// diff, dump, find, stats, check, mount, `cat tree`): for read-only or
-    /// full storage. Unsafe beside a prune.
+    /// diff, dump, find, stats, check, mount, `cat tree`, `backup
+    /// --dry-run`): for read-only or full storage. Unsafe beside a prune.
     #[arg(long, global = true)]
     pub no_lock: bool,
     /// The profiles file of `run`, `schedule`, `daemon` and `config`

@@ -730,6 +730,20 @@ fn read_only_repository_reads_with_no_lock() {
     let (out, _) = cli(&view.path, &cache, &["--no-lock", "ls", "latest"], 0);
     assert!(out.lines().any(|l| l == path_str(&src)), "{out}");
     cli(&view.path, &cache, &["check"], 1);
+    // A dry-run backup reads its parent's trees, so it locks as a reader.
+    let dry = ["--json", "backup", "--dry-run", path_str(&src)];
+    let (_, err) = cli(&view.path, &cache, &dry, 1);
+    assert!(
+        err.contains("--no-lock"),
+        "backup --dry-run: no hint: {err}"
+    );
+    let mut with = vec!["--no-lock"];
+    with.extend_from_slice(&dry);
+    let (out, err) = cli(&view.path, &cache, &with, 0);
+    assert!(
+        out.contains("\"files_new\":0") && out.contains("\"snapshot_id\":null"),
+        "backup --dry-run --no-lock: {out}{err}"
+    );
 
     // A writer does not get to skip its lock.
     let (_, err) = cli(

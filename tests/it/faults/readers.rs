@@ -250,3 +250,61 @@ fn snapshots_removed_beside_a_listing_are_gone_not_unreadable() {
     }
     check_passes(&repo, &cache, true, "after the held listings");
 }
+
+/// A dry-run backup reads its parent's trees to find what is unchanged. Held
+/// (by the fault shim) at its first read of a pack, while its parent is
+/// forgotten and pruned with no grace period: the prune finds the dry run's
+/// lock and deletes no pack, and the dry run, let go, reports every file
+/// unmodified against that parent and stores nothing. With no lock the
+/// prune would delete the packs under it.
+#[test]
+fn a_dry_run_backup_locks_before_it_reads_its_parent() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for i in 0..8 {
+        write(
+            &src.join(format!("d{}/f{i}.bin", i % 3)),
+            &rand_bytes(i, 30_000),
+        );
+    }
+    let parent = backup_ok(&repo, &cache, &src);
+    let packs_before = pack_files(&repo).0;
+
+    let hold = Hold::new(&repo.join("packs"), false, base.path(), "dry-run");
+    let mut c = larder_cmd(
+        &repo,
+        &cache,
+        &["--json", "backup", "--dry-run", path_str(&src)],
+    );
+    hold.inject(&mut c);
+    let mut held = spawn(c);
+    hold.wait_held(&mut held, "backup --dry-run, reading its parent");
+    let prune = forget_and_prune_now(&repo, &cache, &parent);
+    assert!(
+        prune.out.contains("still run"),
+        "the prune did not wait for the dry run: {}",
+        prune.all()
+    );
+    assert_eq!(pack_files(&repo).0, packs_before, "a pack was deleted");
+    hold.release();
+
+    let got = wait_bounded(held, "backup --dry-run");
+    assert_eq!(got.code, 0, "{}", got.all());
+    let summary = crate::support::json_lines(&got.out)
+        .into_iter()
+        .find(|v| v["message_type"] == "summary")
+        .unwrap_or_else(|| panic!("no summary: {}", got.all()));
+    assert_eq!(summary["parent"].as_str(), Some(parent.as_str()));
+    assert_eq!(summary["files_unmodified"], 8, "{summary}");
+    assert_eq!(summary["files_new"], 0, "{summary}");
+    assert!(summary["snapshot_id"].is_null(), "{summary}");
+    assert_eq!(lock_objects(&repo), 0, "the dry run left its lock");
+    let snapshots = std::fs::read_dir(repo.join("snapshots")).unwrap().count();
+    assert_eq!(snapshots, 0, "the dry run stored a snapshot");
+
+    larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+    assert_eq!(pack_files(&repo).0, 0, "the next prune left packs");
+    check_passes(&repo, &cache, false, "after the dry run and the prunes");
+}
