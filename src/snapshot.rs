@@ -233,7 +233,15 @@ pub fn resolve(repo: &Repository, reference: &str, filter: &Filter) -> Result<(I
         .filter(|n| n.starts_with(&r))
         .collect();
     match names.as_slice() {
-        [one] => Ok((Id::from_hex(one)?, load(repo, one)?)),
+        // Listed, then removed by a `forget` (or `tag`, `rewrite`) before it
+        // was read: gone, as if it had never been listed (SPEC section 21).
+        [one] => match load(repo, one) {
+            Ok(snap) => Ok((Id::from_hex(one)?, snap)),
+            Err(e) if e.is_not_found() => Err(Error::NoSnapshot(format!(
+                "no snapshot {reference}: snapshot {one} was removed meanwhile by another process"
+            ))),
+            Err(e) => Err(e),
+        },
         [] => Err(Error::NoSnapshot(format!("no snapshot {reference}"))),
         _ => Err(Error::NoSnapshot(format!(
             "snapshot prefix {reference} is ambiguous ({} matches)",

@@ -308,3 +308,43 @@ fn a_dry_run_backup_locks_before_it_reads_its_parent() {
     assert_eq!(pack_files(&repo).0, 0, "the next prune left packs");
     check_passes(&repo, &cache, false, "after the dry run and the prunes");
 }
+
+/// A restore given an id prefix, held (by the fault shim) between its
+/// listing of the snapshots and its read of the one the prefix names, while
+/// another process forgets that snapshot: let go, it says there is no such
+/// snapshot, removed meanwhile, rather than failing on a missing object,
+/// and restores nothing.
+#[test]
+fn a_prefix_whose_snapshot_is_removed_meanwhile_names_no_snapshot() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    write(&src.join("f.txt"), b"only version");
+    let id = backup_ok(&repo, &cache, &src);
+    let prefix = &id[..8];
+    let target = base.path().join("out");
+
+    let hold = Hold::new(&repo.join("snapshots"), false, base.path(), "prefix");
+    let mut c = larder_cmd(
+        &repo,
+        &cache,
+        &["restore", prefix, "--target", path_str(&target)],
+    );
+    hold.inject(&mut c);
+    let mut held = spawn(c);
+    hold.wait_held(&mut held, "restore, before it reads its snapshot");
+    larder_ok(&repo, &cache, &["forget", &id]);
+    hold.release();
+
+    let got = wait_bounded(held, "restore");
+    assert_eq!(got.code, 1, "{}", got.all());
+    assert!(
+        got.err.contains(&format!("no snapshot {prefix}"))
+            && got.err.contains("removed meanwhile")
+            && !got.err.contains("No such file"),
+        "{}",
+        got.all()
+    );
+    assert!(!target.exists(), "the restore wrote {}", target.display());
+}
