@@ -102,6 +102,7 @@ fn read_data(
     // while it is verified, so memory stays a few packs); what each found
     // is recorded in order.
     let at_once = rayon::current_num_threads().max(1) * 2;
+    let mut missing = Vec::new();
     for batch in chosen.chunks(at_once) {
         crate::interrupt::check()?;
         let verdicts: Vec<PackVerdict> = batch
@@ -119,6 +120,10 @@ fn read_data(
                 r.packs_read += 1;
                 r.bytes_read += size;
             }
+            if let Some(problem) = v.missing {
+                missing.push((*id, problem));
+                continue;
+            }
             let clean = v.problems.is_empty();
             r.problems.extend(v.problems);
             if clean {
@@ -126,8 +131,14 @@ fn read_data(
             }
         }
     }
+    let gone = deleted_meanwhile(repo, missing, r)?;
+    let indexed: Vec<(Id, u64)> = indexed
+        .iter()
+        .filter(|(id, _)| !gone.contains(id))
+        .copied()
+        .collect();
     r.verified = Some(rotation::coverage(
-        indexed,
+        &indexed,
         &log.all()?,
         crate::host::now_secs(),
     ));
@@ -186,14 +197,19 @@ fn check_index(repo: &Repository, r: &mut CheckReport) -> Result<()> {
     // The cache may hold segments absorbed earlier; make it match storage.
     repo.sync_index()?;
     for e in be.list(Kind::Index)? {
-        r.index_segments += 1;
         let seg = match index::read_segment(be, repo.keys(), &e.name) {
             Ok(s) => s,
+            // Replaced by a prune's compaction since the listing, which
+            // wrote its replacement first (and the sync above, or the next
+            // one, holds that): gone, not unreadable.
+            Err(err) if err.is_not_found() => continue,
             Err(err) => {
+                r.index_segments += 1;
                 r.problems.push(err.to_string());
                 continue;
             }
         };
+        r.index_segments += 1;
         let Ok(sid) = Id::from_hex(&e.name) else {
             continue;
         };
@@ -212,7 +228,8 @@ fn check_index(repo: &Repository, r: &mut CheckReport) -> Result<()> {
 /// Every pack in storage against the index: packs no segment lists are a
 /// notice (an interrupted backup left them; the next backup indexes them);
 /// indexed packs must exist with their recorded size and a header that
-/// matches the index. Returns the indexed packs.
+/// matches the index. Returns the indexed packs (less those a prune
+/// deleted meanwhile, see [`deleted_meanwhile`]).
 fn check_packs(repo: &Repository, r: &mut CheckReport) -> Result<Vec<(Id, u64)>> {
     let listed: HashMap<String, u64> = repo
         .backend()
@@ -231,14 +248,16 @@ fn check_packs(repo: &Repository, r: &mut CheckReport) -> Result<Vec<(Id, u64)>>
             ));
         }
     }
+    let mut missing = Vec::new();
     for (id, size) in &indexed {
         r.packs += 1;
         let name = id.to_hex();
         let what = Kind::Pack.path(&name);
         match listed.get(&name) {
             None => {
-                r.problems.push(format!(
-                    "{what}: pack is in the index but missing from storage"
+                missing.push((
+                    *id,
+                    format!("{what}: pack is in the index but missing from storage"),
                 ));
                 continue;
             }
@@ -262,10 +281,47 @@ fn check_packs(repo: &Repository, r: &mut CheckReport) -> Result<Vec<(Id, u64)>>
                     }
                 }
             }
+            Err(err) if err.is_not_found() => missing.push((*id, err.to_string())),
             Err(err) => r.problems.push(err.to_string()),
         }
     }
-    Ok(indexed)
+    let gone = deleted_meanwhile(repo, missing, r)?;
+    r.packs -= gone.len();
+    Ok(indexed
+        .into_iter()
+        .filter(|(id, _)| !gone.contains(id))
+        .collect())
+}
+
+/// Sorts packs found missing from storage while `check` ran (each with the
+/// problem it would be): a pack that no index segment lists any more once
+/// the cache is synced again was deleted by a prune meanwhile, which drops
+/// a pack from every segment before it deletes it (SPEC section 21, rule
+/// 5); it is a notice. One still listed is lost: a problem. Returns the
+/// deleted ones.
+fn deleted_meanwhile(
+    repo: &Repository,
+    missing: Vec<(Id, String)>,
+    r: &mut CheckReport,
+) -> Result<HashSet<Id>> {
+    let mut gone = HashSet::new();
+    if missing.is_empty() {
+        return Ok(gone);
+    }
+    repo.sync_index()?;
+    let index = repo.index()?;
+    for (id, problem) in missing {
+        if index.pack_size(&id)?.is_some() {
+            r.problems.push(problem);
+        } else {
+            r.notices.push(format!(
+                "{}: deleted by a prune while check ran (no index segment lists it now)",
+                Kind::Pack.path(&id.to_hex())
+            ));
+            gone.insert(id);
+        }
+    }
+    Ok(gone)
 }
 
 /// What reading one pack found.
@@ -276,6 +332,9 @@ struct PackVerdict {
     /// Blobs opened and verified.
     blobs: usize,
     problems: Vec<String>,
+    /// Not in storage (the problem that is, unless a prune deleted it
+    /// meanwhile: [`deleted_meanwhile`]).
+    missing: Option<String>,
 }
 
 /// Reads pack `id` whole, bounded by the `size` the index records (a pack
@@ -288,18 +347,23 @@ fn read_pack_data(repo: &Repository, id: &Id, size: u64) -> PackVerdict {
     let what = Kind::Pack.path(&name);
     let be = repo.backend();
     let bytes = match be.size(Kind::Pack, &name) {
-        Ok(s) if s != size => Err(format!(
-            "{what}: not read: its size {s} differs from the index's {size}"
-        )),
-        Ok(_) => be
-            .read_bounded(Kind::Pack, &name, size)
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
+        Ok(s) if s != size => {
+            v.problems.push(format!(
+                "{what}: not read: its size {s} differs from the index's {size}"
+            ));
+            return v;
+        }
+        Ok(_) => be.read_bounded(Kind::Pack, &name, size),
+        Err(e) => Err(e),
     };
     let bytes = match bytes {
         Ok(b) => b,
+        Err(e) if e.is_not_found() => {
+            v.missing = Some(e.to_string());
+            return v;
+        }
         Err(e) => {
-            v.problems.push(e);
+            v.problems.push(e.to_string());
             return v;
         }
     };

@@ -316,7 +316,7 @@ fn nanos_now() -> u64 {
 /// Absorbs segments `ids` in the open transaction `tx`: records their packs
 /// and the segments, then stores every blob row in key order, as `target`
 /// says. Segments that cannot be read are reported in `report.bad` and
-/// skipped.
+/// skipped; those gone since they were listed, in `report.vanished`.
 pub(super) fn load(
     tx: &Transaction<'_>,
     db: &Path,
@@ -350,6 +350,11 @@ pub(super) fn load(
             crate::interrupt::check()?;
             let seg = match seg {
                 Ok(s) => s,
+                // Replaced by a compaction since it was listed.
+                Err(e) if e.is_not_found() => {
+                    report.vanished.push(*id);
+                    continue;
+                }
                 Err(e) => {
                     report.bad.push(format!("{e}; skipped"));
                     continue;

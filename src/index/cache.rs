@@ -45,7 +45,16 @@ pub struct SyncReport {
     /// Segments that could not be read, each named with the reason; they
     /// are skipped (and tried again at the next sync).
     pub bad: Vec<String>,
+    /// Listed segments found gone when read: a prune's compaction replaced
+    /// them meanwhile (it writes the replacement first), so the sync lists
+    /// `index/` again rather than miss their packs.
+    pub(super) vanished: Vec<Id>,
 }
+
+/// How many times one sync lists `index/` again after listed segments
+/// vanished before it could read them. Each time means a prune compacted
+/// the index meanwhile; a few in a row are already unlikely.
+const RELISTS: usize = 8;
 
 /// The local SQLite index cache.
 pub struct Index {
@@ -292,30 +301,52 @@ impl Index {
     /// Brings the cache up to date with `index/` in the repository: absorbs
     /// new segments first, then forgets vanished ones (so a pack that moved
     /// from a vanished segment to a new one is never missing in between).
+    ///
+    /// The deletion marks are read **before** `index/` is listed, and marks
+    /// that left are forgotten only after. A prune deletes a mark only once
+    /// no segment lists its packs any more (SPEC section 21, rule 5), so a
+    /// mark seen gone means its packs are gone from the listing that
+    /// follows; read the other way round, a sweep in between would leave
+    /// its deleted packs indexed and unmarked here, and read from.
+    ///
+    /// A listed segment that is gone when read was replaced by a prune's
+    /// compaction, which writes the segments replacing it before it deletes
+    /// it: the sync lists `index/` again and absorbs those (at most
+    /// [`RELISTS`] times), so no pack the repository still indexes is
+    /// missing from the cache when it returns.
     pub fn sync(&mut self, backend: &dyn Backend, keys: &Keys) -> Result<SyncReport> {
         let mut report = SyncReport::default();
-        let mut listed: HashSet<Id> = HashSet::new();
-        for e in backend.list(Kind::Index)? {
-            match Id::from_hex(&e.name) {
-                Ok(id) => {
-                    listed.insert(id);
-                }
-                Err(_) => report.bad.push(format!(
-                    "{}: not an index segment (its name is not an id); skipped",
-                    Kind::Index.path(&e.name)
-                )),
+        let (mut marks_changed, marks_gone) = self.absorb_new_marks(backend, keys, &mut report)?;
+        let (mut listed, mut misnamed) = list_segments(backend)?;
+        for relist in 0..=RELISTS {
+            let known = self.known_segments()?;
+            if !listed.iter().any(|n| !known.contains(n)) {
+                break;
             }
-        }
-        let known = self.known_segments()?;
-        if listed.iter().any(|n| !known.contains(n)) {
             self.absorb_new(backend, keys, &listed, &mut report)?;
+            let vanished = std::mem::take(&mut report.vanished);
+            if vanished.is_empty() {
+                break;
+            }
+            if relist == RELISTS {
+                report.bad.extend(vanished.iter().map(|id| {
+                    format!(
+                        "{}: removed while it was being read, again and again (prunes ran meanwhile); skipped",
+                        Kind::Index.path(&id.to_hex())
+                    )
+                }));
+                break;
+            }
+            (listed, misnamed) = list_segments(backend)?;
         }
+        report.bad.extend(misnamed);
+        let known = self.known_segments()?;
         let gone: Vec<Id> = known.difference(&listed).copied().collect();
         if !gone.is_empty() {
             self.forget_segments(&gone)?;
             report.forgotten = gone.len();
         }
-        let marks_changed = self.sync_marks(backend, keys, &mut report)?;
+        marks_changed |= self.forget_marks(&marks_gone)?;
         if marks_changed || report.absorbed > 0 {
             if self.has_marks()? {
                 self.materialize()?;
@@ -355,14 +386,15 @@ impl Index {
         tx.commit().map_err(|e| Error::sqlite(&path, e))
     }
 
-    /// Brings the deletion marks up to date with `marks/`; returns whether
-    /// the set of marked packs may have changed.
-    fn sync_marks(
+    /// Absorbs the deletion marks in `marks/` that the cache does not know;
+    /// returns whether the set of marked packs may have changed, and the
+    /// known marks that are no longer listed (for [`Index::forget_marks`]).
+    fn absorb_new_marks(
         &mut self,
         backend: &dyn Backend,
         keys: &Keys,
         report: &mut SyncReport,
-    ) -> Result<bool> {
+    ) -> Result<(bool, Vec<String>)> {
         let listed: HashSet<String> = backend
             .list(Kind::Mark)?
             .into_iter()
@@ -396,26 +428,35 @@ impl Index {
             };
             match read_mark(backend, keys, name) {
                 Ok(mark) => changed |= self.absorb_mark(&id, &mark)?,
+                // Removed since it was listed: the prune that wrote it has
+                // finished or dropped its plan, so it marks nothing now.
+                Err(e) if e.is_not_found() => {}
                 Err(e) => report.bad.push(format!("{e}; skipped")),
             }
         }
-        let gone: Vec<&String> = known.iter().filter(|n| !listed.contains(*n)).collect();
-        if !gone.is_empty() {
-            let path = self.path.clone();
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| Error::sqlite(&path, e))?;
-            for name in gone {
-                let id = Id::from_hex(name)?;
-                tx.execute("DELETE FROM marked_packs WHERE mark = ?1", params![id.0])
-                    .and_then(|_| tx.execute("DELETE FROM marks WHERE id = ?1", params![id.0]))
-                    .map_err(|e| Error::sqlite(&path, e))?;
-            }
-            tx.commit().map_err(|e| Error::sqlite(&path, e))?;
-            changed = true;
+        let gone = known.into_iter().filter(|n| !listed.contains(n)).collect();
+        Ok((changed, gone))
+    }
+
+    /// Forgets marks `gone` (their plans are done or dropped); returns
+    /// whether there were any.
+    fn forget_marks(&mut self, gone: &[String]) -> Result<bool> {
+        if gone.is_empty() {
+            return Ok(false);
         }
-        Ok(changed)
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| Error::sqlite(&path, e))?;
+        for name in gone {
+            let id = Id::from_hex(name)?;
+            tx.execute("DELETE FROM marked_packs WHERE mark = ?1", params![id.0])
+                .and_then(|_| tx.execute("DELETE FROM marks WHERE id = ?1", params![id.0]))
+                .map_err(|e| Error::sqlite(&path, e))?;
+        }
+        tx.commit().map_err(|e| Error::sqlite(&path, e))?;
+        Ok(true)
     }
 
     /// Records a deletion mark; returns whether it marks packs.
@@ -937,6 +978,25 @@ impl Index {
 }
 
 /// The segments a cache (or a transaction on it) has absorbed.
+/// The segments in `index/`, and a problem for each name there that is not
+/// a segment's.
+fn list_segments(backend: &dyn Backend) -> Result<(HashSet<Id>, Vec<String>)> {
+    let mut listed = HashSet::new();
+    let mut misnamed = Vec::new();
+    for e in backend.list(Kind::Index)? {
+        match Id::from_hex(&e.name) {
+            Ok(id) => {
+                listed.insert(id);
+            }
+            Err(_) => misnamed.push(format!(
+                "{}: not an index segment (its name is not an id); skipped",
+                Kind::Index.path(&e.name)
+            )),
+        }
+    }
+    Ok((listed, misnamed))
+}
+
 fn known_segments(c: &Connection) -> rusqlite::Result<HashSet<Id>> {
     let mut st = c.prepare("SELECT id FROM segments")?;
     let rows = st.query_map([], |r| r.get::<_, [u8; 32]>(0))?;

@@ -6,6 +6,7 @@
 //! fault: every object whole under its final name, `check` clean, no blob
 //! stored twice, snapshots that restore exactly.
 
+mod beside_prune;
 mod concurrency;
 mod disk_full;
 mod faulty_backend;
