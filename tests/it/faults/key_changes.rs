@@ -477,3 +477,44 @@ fn init_whose_config_write_fails_keeps_a_way_in() {
         check_passes(&repo, &cache, false, &what);
     }
 }
+
+/// `check` held between its listing of the key files and its reads of them
+/// (by the fault shim, past the key reads of its open), while another
+/// process removes the second key: let go, it finds no problem and counts
+/// the one key left. Before, the removed key was "No such file": a problem.
+#[test]
+fn check_beside_a_key_remove_finds_no_false_problem() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    fill(&t.dir.path().join("src"), 1, 3, 10_000);
+    backup_ok(&repo, &cache, &t.dir.path().join("src"));
+    let second = add_key(&t, PASS, "second pass");
+    let scratch = tempfile::tempdir().unwrap();
+
+    // How many key files a check opens in all: those its open reads, then
+    // the two its key check reads.
+    let probe = shim::Hold::new(&repo.join("keys"), false, scratch.path(), "count");
+    probe.release();
+    let mut c = larder_cmd(&repo, &cache, &["check"]);
+    probe.inject(&mut c);
+    let o = wait_bounded(spawn(c), "check, counting its key reads");
+    assert_eq!(o.code, 0, "{}", o.all());
+    let opens = probe.opens();
+    assert!(opens > 2, "check opened {opens} key files");
+
+    let hold = shim::Hold::new(&repo.join("keys"), false, scratch.path(), "held").skip(opens - 2);
+    let mut c = larder_cmd(&repo, &cache, &["check"]);
+    hold.inject(&mut c);
+    let mut held = spawn(c);
+    hold.wait_held(&mut held, "check, before it reads the key files");
+    let o = larder_ok(&repo, &cache, &["key", "remove", &second[..12]]);
+    assert!(!key_names(&repo).contains(&second), "{}", o.all());
+    hold.release();
+    let got = wait_bounded(held, "check");
+    assert_eq!(got.code, 0, "{}", got.all());
+    assert!(
+        got.out.contains("checked 1 keys") && got.out.contains("no errors were found"),
+        "{}",
+        got.all()
+    );
+}

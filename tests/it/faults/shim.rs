@@ -35,7 +35,8 @@
 //!   waits until the file `FAULTSHIM_HOLD_RELEASE` exists (at most 60 s): it
 //!   holds a process just before it reads an object there, or writes a new
 //!   one such as its lock, until the test has done what it wants done in
-//!   that window (see [`Hold`]).
+//!   that window (see [`Hold`]). With `FAULTSHIM_HOLD_SKIP=N`, the first N
+//!   such opens go ahead and the hold begins at the next.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -236,7 +237,7 @@ static void open_hold(const char *path, int flags) {
                *release = str("FAULTSHIM_HOLD_RELEASE");
     if (!want || !path || strncmp(path, want, strlen(want)) != 0) return;
     if (num("FAULTSHIM_HOLD_CREATING") && !(flags & O_CREAT)) return;
-    __atomic_add_fetch(&opens_held, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_add_fetch(&opens_held, 1, __ATOMIC_SEQ_CST) <= num("FAULTSHIM_HOLD_SKIP")) return;
     if (mark) {
         FILE *f = fopen(mark, "w");
         if (f) fclose(f);
@@ -356,6 +357,13 @@ impl Hold {
             release,
             report,
         }
+    }
+
+    /// Lets the first `n` opens that match go ahead: the hold begins at
+    /// the next one.
+    pub fn skip(mut self, n: u64) -> Hold {
+        self.vars.push(("FAULTSHIM_HOLD_SKIP", n.to_string()));
+        self
     }
 
     /// Adds the library and the hold to `c`.
