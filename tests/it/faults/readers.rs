@@ -348,3 +348,74 @@ fn a_prefix_whose_snapshot_is_removed_meanwhile_names_no_snapshot() {
     );
     assert!(!target.exists(), "the restore wrote {}", target.display());
 }
+
+/// `copy latest` from a source repository, held just before it writes its
+/// lock there, while the source's newest snapshot is forgotten and its
+/// packs deleted at once; then let go. It picks `latest` under its lock, so
+/// it copies the snapshot that is newest then, whole, having written one
+/// lock object in the source.
+#[test]
+fn copy_picks_its_source_snapshot_under_its_lock() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for i in 0..4 {
+        write(&src.join(format!("f{i}.bin")), &rand_bytes(i, 20_000));
+    }
+    let y = backup_ok(&repo, &cache, &src);
+    let y_src = base.path().join("y-src");
+    let copied = std::process::Command::new("cp")
+        .args(["-a", path_str(&src), path_str(&y_src)])
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    write(&src.join("x-only.bin"), &rand_bytes(99, 3 << 20));
+    let x = backup_ok(&repo, &cache, &src);
+
+    let dst = base.path().join("dst");
+    let dst_cache = base.path().join("dst-cache");
+    larder_ok(&dst, &dst_cache, &["init"]);
+    let hold = Hold::new(&repo.join("locks"), true, base.path(), "copy");
+    let mut c = larder_cmd(
+        &dst,
+        &dst_cache,
+        &["copy", "--from-repo", path_str(&repo), "latest"],
+    );
+    c.env("LARDER_FROM_PASSWORD", crate::common::PASS);
+    hold.inject(&mut c);
+    let mut held = spawn(c);
+    hold.wait_held(&mut held, "copy, before its source lock");
+    let packs_before = pack_files(&repo).0;
+    forget_and_prune_now(&repo, &cache, &x);
+    assert!(
+        pack_files(&repo).0 < packs_before,
+        "the prune deleted no pack, so the window tested nothing"
+    );
+    hold.release();
+    let got = wait_bounded(held, "copy");
+    assert_eq!(got.code, 0, "{}", got.all());
+    assert_eq!(hold.opens(), 1, "files created in the source's locks/");
+
+    // A copy keeps the snapshot's time (its trees are the destination's own).
+    let times = |repo: &Path, cache: &Path| -> Vec<String> {
+        let o = larder_ok(repo, cache, &["--json", "snapshots"]);
+        let list = crate::support::json_lines(&o.out).remove(0);
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["time"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let want = times(&repo, &cache);
+    assert_eq!(want.len(), 1, "the source keeps only {y}");
+    assert_eq!(times(&dst, &dst_cache), want, "the copy is not of {y}");
+    let out = base.path().join("out");
+    larder_ok(
+        &dst,
+        &dst_cache,
+        &["restore", "latest", "--target", path_str(&out)],
+    );
+    assert_same_tree(&y_src, &out.join(src.strip_prefix("/").unwrap()));
+    check_passes(&dst, &dst_cache, true, "the copy's destination");
+}
