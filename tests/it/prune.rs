@@ -77,17 +77,6 @@ fn check_read_data(t: &TestRepo) {
     assert!(out.contains("no errors were found"), "{out}{err}");
 }
 
-/// Copies a directory tree with its metadata (`cp -a`).
-fn copy_tree(from: &Path, to: &Path) {
-    let st = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cp -a {} {}", from.display(), to.display());
-}
-
 /// Generation `g` of a tree: files come and go, some are edited.
 fn generation(src: &Path, g: u64) {
     let _ = fs::remove_dir_all(src);

@@ -541,11 +541,7 @@ fn repair_killed_anywhere_is_finished_by_the_next_run() {
     let mut killed = 0;
     for (i, (what, probe)) in probes.iter().enumerate() {
         let copy = d.t.dir.path().join(format!("copy{i}"));
-        let status = std::process::Command::new("cp")
-            .args(["-a", path_str(&d.t.repo_path()), path_str(&copy)])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        copy_tree(&d.t.repo_path(), &copy);
         let cache = d.t.dir.path().join(format!("cache{i}"));
         let before = files(&copy);
         let mut c = common::larder(&copy, &cache);

@@ -302,6 +302,18 @@ pub fn json_lines(out: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Copies a directory tree with its metadata (`cp -a`) to `to`, which must
+/// not exist.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -a {} {}", from.display(), to.display());
+}
+
 /// Total bytes of complete pack files (64-hex names) under `repo/packs`.
 pub fn pack_files(repo: &Path) -> (usize, u64) {
     let (mut n, mut bytes) = (0, 0);

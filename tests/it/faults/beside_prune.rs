@@ -12,7 +12,7 @@
 
 use super::shim::Hold;
 use super::{Out, backup_ok, larder_cmd, larder_ok, notices, spawn, wait_bounded};
-use crate::support::{assert_same_tree, path_str, rand_bytes, write};
+use crate::support::{assert_same_tree, copy_tree, path_str, rand_bytes, write};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -160,11 +160,7 @@ fn check_beside_a_prune_that_deletes_finds_no_false_problem() {
         // The check's own cache, as on another machine: the prune's sync of
         // a shared one would already have dropped the packs it deletes.
         let own = base.path().join(format!("cache-{i}"));
-        let copied = std::process::Command::new("cp")
-            .args(["-a", path_str(&cache), path_str(&own)])
-            .status()
-            .unwrap();
-        assert!(copied.success());
+        copy_tree(&cache, &own);
         let mut deleted = BTreeSet::new();
         let got = held_beside(&repo, &own, args, dir, base.path(), || {
             larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);

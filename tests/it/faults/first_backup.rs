@@ -5,7 +5,7 @@
 //! and a backup is killed (`kill -9`) as its segment appears.
 
 use super::{backup_ok, check_passes, larder_cmd, restore_cli, spawn, wait_bounded, write};
-use crate::support::{assert_same_tree, path_str};
+use crate::support::{assert_same_tree, copy_tree, path_str};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -82,15 +82,7 @@ fn two_first_backups_at_once_share_a_fresh_cache() {
     let c = base.path().join("c");
     std::fs::create_dir(&c).unwrap();
     for from in [&a, &b] {
-        let st = std::process::Command::new("cp")
-            .args([
-                "-a",
-                path_str(from),
-                path_str(&c.join(from.file_name().unwrap())),
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success());
+        copy_tree(from, &c.join(from.file_name().unwrap()));
     }
     write(&c.join("new.txt"), b"one more file");
     let sc = backup_ok(&repo, &cache, &c);

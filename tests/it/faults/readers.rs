@@ -11,7 +11,7 @@
 
 use super::shim::Hold;
 use super::{Out, backup_ok, check_passes, larder_cmd, larder_ok, spawn, wait_bounded, wait_until};
-use crate::support::{assert_same_tree, pack_files, path_str, rand_bytes, write};
+use crate::support::{assert_same_tree, copy_tree, pack_files, path_str, rand_bytes, write};
 use std::path::Path;
 
 /// Lock objects in the repository (not temporary files).
@@ -35,6 +35,14 @@ fn forget_and_prune_now(repo: &Path, cache: &Path, id: &str) -> Out {
     )
 }
 
+/// With no snapshot left and its reader gone, the next prune with no grace
+/// period deletes every pack; `check` passes after it.
+fn next_prune_deletes_every_pack(repo: &Path, cache: &Path, when: &str) {
+    larder_ok(repo, cache, &["prune", "--keep-delete", "0s"]);
+    assert_eq!(pack_files(repo).0, 0, "the next prune left packs");
+    check_passes(repo, cache, false, when);
+}
+
 /// Each reading command is held just before it writes its lock (by the fault
 /// shim), while the newest snapshot is forgotten and its packs deleted at
 /// once; then let go. A command that picks `latest` only under its lock
@@ -56,11 +64,7 @@ fn readers_pick_their_snapshot_under_their_lock() {
     }
     let y = backup_ok(&repo, &cache, &src);
     let y_src = base.path().join("y-src");
-    let copied = std::process::Command::new("cp")
-        .args(["-a", path_str(&src), path_str(&y_src)])
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    copy_tree(&src, &y_src);
     // What only the newer snapshot holds: a file of its own (several
     // packs) and a changed one, so it has trees and data of its own.
     write(&src.join("d0/f0.bin"), b"changed after the first snapshot");
@@ -162,9 +166,7 @@ fn a_listing_holds_its_lock_to_the_end_beside_a_prune() {
     assert_eq!(got.code, 0, "{}", got.all());
     assert_eq!(got.out, want.out, "the listing is not whole");
 
-    larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
-    assert_eq!(pack_files(&repo).0, 0, "the next prune left packs");
-    check_passes(&repo, &cache, false, "after the listing and the prunes");
+    next_prune_deletes_every_pack(&repo, &cache, "after the listing and the prunes");
 }
 
 /// Commands that list the snapshots and then read each, held (by the fault
@@ -304,9 +306,7 @@ fn a_dry_run_backup_locks_before_it_reads_its_parent() {
     let snapshots = std::fs::read_dir(repo.join("snapshots")).unwrap().count();
     assert_eq!(snapshots, 0, "the dry run stored a snapshot");
 
-    larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
-    assert_eq!(pack_files(&repo).0, 0, "the next prune left packs");
-    check_passes(&repo, &cache, false, "after the dry run and the prunes");
+    next_prune_deletes_every_pack(&repo, &cache, "after the dry run and the prunes");
 }
 
 /// A restore given an id prefix, held (by the fault shim) between its
@@ -365,11 +365,7 @@ fn copy_picks_its_source_snapshot_under_its_lock() {
     }
     let y = backup_ok(&repo, &cache, &src);
     let y_src = base.path().join("y-src");
-    let copied = std::process::Command::new("cp")
-        .args(["-a", path_str(&src), path_str(&y_src)])
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    copy_tree(&src, &y_src);
     write(&src.join("x-only.bin"), &rand_bytes(99, 3 << 20));
     let x = backup_ok(&repo, &cache, &src);
 
