@@ -112,9 +112,8 @@ fn is_live_dir(repo: &crate::Repository, second: &str) -> bool {
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
-    let repo = g.open()?;
     // The lock comes before the snapshots are picked (see `lock_for_reading`).
-    let _lock = repo.lock_for_reading()?;
+    let (repo, _lock) = g.open_for_reading()?;
     if is_live_dir(&repo, &a.second) {
         return run_live(g, &repo, &a);
     }

@@ -58,9 +58,8 @@ struct DumpSummary<'a> {
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
-    let repo = g.open()?;
     // The lock comes before the snapshot is picked (see `lock_for_reading`).
-    let _lock = repo.lock_for_reading()?;
+    let (repo, _lock) = g.open_for_reading()?;
     let (sid, snap) = snapshot::resolve(&repo, &a.snapshot, &a.filter.filter())?;
     let format = match a.archive {
         ArchiveArg::Tar => ArchiveFormat::Tar,

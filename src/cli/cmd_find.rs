@@ -171,9 +171,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .map(|t| parse_time("newest", t, &tz))
             .transpose()?,
     };
-    let repo = g.open()?;
     // The lock comes before the snapshot is picked (see `lock_for_reading`).
-    let _lock = repo.lock_for_reading()?;
+    let (repo, _lock) = g.open_for_reading()?;
     let (snaps, bad) = select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));

@@ -116,9 +116,8 @@ fn long_line(p: &str, n: &Node) -> String {
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
-    let repo = g.open()?;
     // The lock comes before the snapshot is picked (see `lock_for_reading`).
-    let _lock = repo.lock_for_reading()?;
+    let (repo, _lock) = g.open_for_reading()?;
     let (sid, snap) = snapshot::resolve(&repo, &a.snapshot, &a.filter.filter())?;
     if g.json {
         print_json(&SnapshotLine {

@@ -82,9 +82,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     if !a.dry_run {
         restorer::prepare_descriptors();
     }
-    let repo = g.open()?;
     // The lock comes before the snapshot is picked (see `lock_for_reading`).
-    let _lock = repo.lock_for_reading()?;
+    let (repo, _lock) = g.open_for_reading()?;
     let (reference, sub) = match a.snapshot.split_once(':') {
         Some((r, s)) => (r, Some(s)),
         None => (a.snapshot.as_str(), None),

@@ -46,7 +46,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
                 .into(),
         ));
     }
-    let repo = g.open()?;
+    // The lock comes before the snapshots are picked (see `lock_for_reading`).
+    let (repo, _lock) = g.open_for_reading()?;
     if mode == Mode::Repository {
         let t = stats::repository_stats(&repo)?;
         if g.json {
@@ -56,8 +57,6 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         }
         return Ok(0);
     }
-    // The lock comes before the snapshot is picked (see `lock_for_reading`).
-    let _lock = repo.lock_for_reading()?;
     let (snaps, bad) = stats::select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));

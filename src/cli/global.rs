@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::keys::{
     Credential, DEFAULT_WORK_FACTOR, INSECURE_TEST_KDF_VAR, NewKey, check_new_work_factor,
 };
+use crate::lock::LockGuard;
 use crate::repository::trust::KnownRepositories;
 use crate::repository::{self, Compression, Repository};
 use age::secrecy::SecretString;
@@ -202,6 +203,19 @@ impl Global {
     /// [`KnownRepositories`]).
     pub fn open(&self) -> Result<Repository> {
         self.open_with(true)
+    }
+
+    /// Opens the repository for a command that reads snapshots' trees or
+    /// data, with the reader's lock ([`Repository::lock_for_reading`]),
+    /// which brings the index cache up to date under it; prints what that
+    /// skipped. Taken before the command picks its snapshot.
+    pub fn open_for_reading(&self) -> Result<(Repository, Option<Arc<LockGuard>>)> {
+        let repo = self.open_unsynced()?;
+        let lock = repo.lock_for_reading()?;
+        for w in repo.take_index_problems() {
+            eprintln!("warning: {}", super::output::safe(&w));
+        }
+        Ok((repo, lock))
     }
 
     /// [`Global::open`] without bringing the index cache up to date: for

@@ -122,6 +122,9 @@ pub fn repair_snapshots(
     on_change: &mut dyn FnMut(&Id, &Change),
 ) -> Result<RepairReport> {
     let guard = repo.lock_shared()?;
+    // The index as it is now, under the lock: a cache synced before it may
+    // place a blob in a pack a prune has since repacked and deleted.
+    repo.sync_index()?;
     let packer = if opts.dry_run {
         None
     } else {

@@ -415,8 +415,16 @@ impl Repository {
     /// A snapshot picked before the lock could lose its data to a prune
     /// that marked and swept (`--keep-delete 0s`) in between without
     /// seeing the reader.
+    ///
+    /// A fresh lock brings the index cache up to date under it, as a
+    /// backup's does: a cache synced before the lock may place a blob in a
+    /// pack that a prune, not waiting for this reader, repacked and deleted
+    /// in between (SPEC section 21, rule 2). Open the repository unsynced
+    /// ([`Repository::open_unsynced`]) to list `index/` and `marks/` only
+    /// here. Without a lock the cache is synced if it was not yet.
     pub fn lock_for_reading(&self) -> Result<Option<Arc<LockGuard>>> {
         if !self.lock_readers.load(Ordering::Relaxed) {
+            drop(self.index()?);
             return Ok(None);
         }
         let mut held = self
@@ -430,6 +438,7 @@ impl Repository {
             Ok(g) => {
                 let g = Arc::new(g);
                 *held = Arc::downgrade(&g);
+                self.sync_index()?;
                 Ok(Some(g))
             }
             Err(e) if storage_refuses_writes(&e) => Err(Error::Usage(format!(

@@ -314,6 +314,17 @@ pub fn copy_tree(from: &Path, to: &Path) {
     assert!(st.success(), "cp -a {} {}", from.display(), to.display());
 }
 
+/// Names of the complete pack files (64-hex names) under `repo/packs`.
+pub fn pack_names(repo: &Path) -> std::collections::BTreeSet<String> {
+    walkdir::WalkDir::new(repo.join("packs"))
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect()
+}
+
 /// Total bytes of complete pack files (64-hex names) under `repo/packs`.
 pub fn pack_files(repo: &Path) -> (usize, u64) {
     let (mut n, mut bytes) = (0, 0);

@@ -12,20 +12,9 @@
 
 use super::shim::Hold;
 use super::{Out, backup_ok, larder_cmd, larder_ok, notices, spawn, wait_bounded};
-use crate::support::{assert_same_tree, copy_tree, path_str, rand_bytes, write};
+use crate::support::{assert_same_tree, copy_tree, pack_names, path_str, rand_bytes, write};
 use std::collections::BTreeSet;
 use std::path::Path;
-
-/// Names of the complete pack files in the repository.
-fn pack_names(repo: &Path) -> BTreeSet<String> {
-    walkdir::WalkDir::new(repo.join("packs"))
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()))
-        .collect()
-}
 
 /// How many objects a directory of the repository holds.
 fn objects(repo: &Path, dir: &str) -> usize {

@@ -11,7 +11,9 @@
 
 use super::shim::Hold;
 use super::{Out, backup_ok, check_passes, larder_cmd, larder_ok, spawn, wait_bounded, wait_until};
-use crate::support::{assert_same_tree, copy_tree, pack_files, path_str, rand_bytes, write};
+use crate::support::{
+    assert_same_tree, copy_tree, pack_files, pack_names, path_str, rand_bytes, write,
+};
 use std::path::Path;
 
 /// Lock objects in the repository (not temporary files).
@@ -414,4 +416,97 @@ fn copy_picks_its_source_snapshot_under_its_lock() {
     );
     assert_same_tree(&y_src, &out.join(src.strip_prefix("/").unwrap()));
     check_passes(&dst, &dst_cache, true, "the copy's destination");
+}
+
+/// Two snapshots of `src`: the older with a file the newer no longer has,
+/// stored in one pack with a file both keep. Returns (older, newer).
+fn older_shares_a_pack_with_newer(repo: &Path, cache: &Path, src: &Path) -> (String, String) {
+    write(&src.join("kept.bin"), &rand_bytes(1, 200_000));
+    write(&src.join("gone.bin"), &rand_bytes(2, 200_000));
+    let y = backup_ok(repo, cache, src);
+    std::fs::remove_file(src.join("gone.bin")).unwrap();
+    write(&src.join("new.bin"), &rand_bytes(3, 200_000));
+    (y, backup_ok(repo, cache, src))
+}
+
+/// Forgets `older` and prunes with no grace period, repacking every partly
+/// used pack: the blobs the newer snapshot keeps move to new packs and the
+/// packs they were in are deleted at once.
+fn forget_and_repack_now(repo: &Path, cache: &Path, older: &str) {
+    let before = pack_names(repo);
+    let p = larder_ok(
+        repo,
+        cache,
+        &[
+            "forget",
+            older,
+            "--prune",
+            "--keep-delete",
+            "0s",
+            "--max-unused",
+            "0%",
+        ],
+    );
+    let after = pack_names(repo);
+    assert!(
+        before.difference(&after).count() > 0 && after.difference(&before).count() > 0,
+        "the prune repacked nothing, so the window tested nothing: {}",
+        p.all()
+    );
+}
+
+/// A restore with a cache of its own (another machine's), held after its
+/// open and before its lock, while the older snapshot is forgotten and its
+/// packs repacked and deleted at once ([`forget_and_repack_now`]). The
+/// restore brings its index cache up to date under its lock, so it reads
+/// the new packs and restores the newest snapshot whole. Before, it used
+/// the cache synced at its open and failed on the deleted pack ("No such
+/// file or directory").
+#[test]
+fn a_reader_syncs_its_index_under_its_lock() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (y, _) = older_shares_a_pack_with_newer(&repo, &cache, &src);
+
+    let own = base.path().join("own-cache");
+    let target = base.path().join("out");
+    let hold = Hold::new(&repo.join("locks"), true, base.path(), "own-cache");
+    let mut c = larder_cmd(
+        &repo,
+        &own,
+        &["restore", "latest", "--target", path_str(&target)],
+    );
+    hold.inject(&mut c);
+    let mut held = spawn(c);
+    hold.wait_held(&mut held, "restore, after its open and before its lock");
+    forget_and_repack_now(&repo, &cache, &y);
+    hold.release();
+    let got = wait_bounded(held, "restore");
+    assert_eq!(got.code, 0, "{}", got.all());
+    assert_same_tree(&src, &target.join(src.strip_prefix("/").unwrap()));
+}
+
+/// The same through the library: a repository opened (and its cache
+/// synced) before the prune, then restored from. The restore's lock brings
+/// the cache up to date, so the restore reads the packs that exist.
+#[test]
+fn a_library_reader_syncs_its_index_under_its_lock() {
+    let t = super::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (y, x) = older_shares_a_pack_with_newer(&repo, &cache, &src);
+    let opened = larder::repository::Repository::open(
+        t.backend(),
+        &larder::keys::Credential::passphrase(crate::common::PASS),
+        &base.path().join("own-cache"),
+    )
+    .unwrap();
+    forget_and_repack_now(&repo, &cache, &y);
+    let target = base.path().join("out");
+    let x = larder::Id::from_hex(&x).unwrap();
+    crate::support::lib_restore(&opened, &x, &src, &target);
+    assert_same_tree(&src, &target);
 }
