@@ -41,7 +41,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         .as_deref()
         .map(DataSubset::parse)
         .transpose()?;
-    let repo = g.open()?;
+    let (repo, _lock) = g.open_for_reading()?;
     // A terminal line while pack data is read (never with --json: check
     // prints one report).
     let mode = match Mode::pick(false, g.quiet || g.json) {
