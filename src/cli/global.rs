@@ -78,6 +78,11 @@ pub struct Global {
     /// --dry-run`): for read-only or full storage. Unsafe beside a prune.
     #[arg(long, global = true)]
     pub no_lock: bool,
+    /// Wait up to DURATION (`30s`, `5m`, `2h`) for a lock another larder
+    /// process holds, trying again at growing intervals, instead of failing
+    /// at once with exit code 11.
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_retry_lock)]
+    pub retry_lock: Option<std::time::Duration>,
     /// The profiles file of `run`, `schedule`, `daemon` and `config`
     /// (else $LARDER_CONFIG, else ~/.config/larder/larder.toml).
     #[arg(long, global = true, value_name = "FILE")]
@@ -140,7 +145,9 @@ impl Global {
         for w in &warnings {
             eprintln!("warning: {}", super::output::safe(w));
         }
-        repo
+        let repo = repo?;
+        self.set_lock_retry(&repo);
+        Ok(repo)
     }
 
     /// The cache directory in force.
@@ -241,7 +248,7 @@ impl Global {
             eprintln!("warning: {}", super::output::safe(w));
         }
         let repo = repo?;
-        repo.set_lock_readers(!self.no_lock);
+        self.set_lock_options(&repo);
         repo.set_compression(self.compression);
         self.known_repositories().verify(
             &self.location()?,
@@ -249,6 +256,23 @@ impl Global {
             self.accept_repository_change,
         )?;
         Ok(repo)
+    }
+
+    /// What `--no-lock` and `--retry-lock` ask of `repo`'s locks.
+    fn set_lock_options(&self, repo: &Repository) {
+        repo.set_lock_readers(!self.no_lock);
+        self.set_lock_retry(repo);
+    }
+
+    /// What `--retry-lock` asks of `repo`'s locks (a wait is announced
+    /// on stderr unless `--quiet`).
+    fn set_lock_retry(&self, repo: &Repository) {
+        let tell: Option<crate::lock::OnWait> = if self.quiet {
+            None
+        } else {
+            Some(|what| eprintln!("{}", super::output::safe(what)))
+        };
+        repo.set_lock_retry(self.retry_lock.unwrap_or_default(), tell);
     }
 
     /// The record of known repositories.
@@ -346,4 +370,13 @@ pub fn new_key(
         }
     }
     Ok(NewKey::Passphrase { pass, work_factor })
+}
+
+/// `--retry-lock`'s value: a duration such as `30s`, `5m`, `1h30m` (jiff's
+/// friendly format, which takes Go's as restic's flag does).
+fn parse_retry_lock(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let d: jiff::SignedDuration = text
+        .parse()
+        .map_err(|e| format!("{text:?} is not a duration such as 30s, 5m or 2h: {e}"))?;
+    std::time::Duration::try_from(d).map_err(|_| format!("{text:?}: a duration cannot be negative"))
 }

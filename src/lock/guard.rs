@@ -20,7 +20,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The first pause before a lock is tried again (`LockConfig::retry`); each
+/// next one doubles, up to [`LONGEST_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+/// Sleeps `d`, stopping early with [`Error::Interrupted`] once a stop is
+/// asked for (Ctrl-C, SIGTERM).
+fn pause_for(d: Duration) -> Result<()> {
+    let end = Instant::now() + d;
+    loop {
+        crate::interrupt::check()?;
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
 
 /// A held lock; released (deleted) on drop.
 pub struct LockGuard {
@@ -134,8 +153,11 @@ impl Refresher {
 
 impl LockGuard {
     /// Takes a lock of `mode`; it conflicts with the live locks whose mode
-    /// [`LockMode::conflicts_with`] it (`Error::Locked`, exit code 11). Stale locks found on the way are removed; unreadable ones
-    /// never conflict.
+    /// [`LockMode::conflicts_with`] it (`Error::Locked`, exit code 11).
+    /// Stale locks found on the way are removed; unreadable ones never
+    /// conflict. While a conflicting lock is held, it tries again for up
+    /// to `cfg.retry`, at growing intervals (1 s, doubling to 30 s), with
+    /// no lock object of its own in storage between tries.
     pub fn acquire(
         backend: Arc<dyn Backend>,
         master: &MasterKey,
@@ -143,13 +165,41 @@ impl LockGuard {
         cfg: &LockConfig,
     ) -> Result<LockGuard> {
         let keys = Keys::derive(master);
-        let started = boottime();
-        let info = LockInfo::for_this_process(mode, cfg.lifetime())?;
-        let name = write_lock(backend.as_ref(), &keys, &info)?;
-        if let Err(e) = check_others(backend.as_ref(), &keys, cfg, &name, mode) {
+        let deadline = Instant::now() + cfg.retry;
+        let mut pause = FIRST_PAUSE;
+        let (name, started) = loop {
+            let started = boottime();
+            let info = LockInfo::for_this_process(mode, cfg.lifetime())?;
+            let name = write_lock(backend.as_ref(), &keys, &info)?;
+            let Err(e) = check_others(backend.as_ref(), &keys, cfg, &name, mode) else {
+                break (name, started);
+            };
             let _ = backend.delete(Kind::Lock, &name);
-            return Err(e);
-        }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Error::Locked(why) = e else {
+                return Err(e);
+            };
+            if left.is_zero() {
+                return Err(Error::Locked(if cfg.retry.is_zero() {
+                    why
+                } else {
+                    format!(
+                        "{why} (still held after {} s of trying)",
+                        cfg.retry.as_secs()
+                    )
+                }));
+            }
+            if pause == FIRST_PAUSE
+                && let Some(tell) = cfg.on_wait
+            {
+                tell(&format!(
+                    "{why}; waiting up to {} s for it",
+                    cfg.retry.as_secs()
+                ));
+            }
+            pause_for(pause.min(left))?;
+            pause = (pause * 2).min(LONGEST_PAUSE);
+        };
         let health = LockHandle(Arc::new(Health {
             lost: OnceLock::new(),
             refreshed_ms: AtomicU64::new(ms(started)),

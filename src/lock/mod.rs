@@ -59,7 +59,17 @@ pub struct LockConfig {
     /// that cannot tell an object's age (`Backend::age` = None). Without
     /// it such locks are never stale by age.
     pub state_dir: Option<PathBuf>,
+    /// How long taking a lock keeps trying while a conflicting live lock is
+    /// held (restic's `--retry-lock`); zero fails at once.
+    pub retry: Duration,
+    /// Told once what holds the lock when such a wait begins (the CLI
+    /// prints it).
+    pub on_wait: Option<OnWait>,
 }
+
+/// What is told, once, that taking a lock waits for another's
+/// ([`LockConfig::on_wait`]).
+pub type OnWait = fn(&str);
 
 impl LockConfig {
     /// The defaults: refresh every 5 minutes, lifetime 30 minutes.
@@ -67,13 +77,18 @@ impl LockConfig {
         LockConfig {
             refresh: LOCK_REFRESH,
             state_dir,
+            retry: Duration::ZERO,
+            on_wait: None,
         }
     }
 
     /// The defaults, with the refresh interval from [`REFRESH_ENV`] if set.
     pub fn from_env(state_dir: Option<PathBuf>) -> Result<Self> {
         let refresh = parse_refresh(std::env::var(REFRESH_ENV).ok().as_deref())?;
-        Ok(LockConfig { refresh, state_dir })
+        Ok(LockConfig {
+            refresh,
+            ..LockConfig::new(state_dir)
+        })
     }
 
     /// The lifetime this process declares in its locks.
@@ -271,7 +286,7 @@ mod tests {
         }
         let cfg = LockConfig {
             refresh: Duration::from_secs(2),
-            state_dir: None,
+            ..LockConfig::new(None)
         };
         assert_eq!(cfg.lifetime(), Duration::from_secs(12));
         assert_eq!(LockConfig::new(None).lifetime(), MAX_LOCK_LIFETIME);

@@ -55,6 +55,9 @@ pub struct Repository {
     /// The shared lock that reading commands through this handle hold, while
     /// any of them holds it (see [`Repository::lock_for_reading`]).
     read_lock: Mutex<std::sync::Weak<LockGuard>>,
+    /// How long taking a lock waits for a conflicting one, and whom it
+    /// tells (see [`Repository::set_lock_retry`]).
+    lock_retry: Mutex<(std::time::Duration, Option<crate::lock::OnWait>)>,
     /// The zstd level data blobs are written with through this handle
     /// (`0`: raw): the config's, unless [`Repository::set_compression`]
     /// chose another for this run.
@@ -221,6 +224,7 @@ impl Repository {
             cache_dir: dir,
             lock_readers: AtomicBool::new(true),
             read_lock: Mutex::new(std::sync::Weak::new()),
+            lock_retry: Mutex::new((std::time::Duration::ZERO, None)),
             compression_level: AtomicI32::new(config.compression_level),
             config,
             dicts: RwLock::new(None),
@@ -377,7 +381,22 @@ impl Repository {
     /// `LARDER_LOCK_REFRESH_SECS` test knob), watching locks from this
     /// repository's cache directory when the backend cannot tell their age.
     pub fn lock_config(&self) -> Result<LockConfig> {
-        LockConfig::from_env(Some(self.cache_dir.clone()))
+        let mut cfg = LockConfig::from_env(Some(self.cache_dir.clone()))?;
+        (cfg.retry, cfg.on_wait) = *self
+            .lock_retry
+            .lock()
+            .map_err(|_| Error::internal("the lock settings' holder panicked"))?;
+        Ok(cfg)
+    }
+
+    /// Makes every lock taken through this handle wait up to `wait` while a
+    /// conflicting lock is held (restic's `--retry-lock`), telling
+    /// `on_wait` what holds it when a wait begins; zero (the default)
+    /// fails at once.
+    pub fn set_lock_retry(&self, wait: std::time::Duration, on_wait: Option<crate::lock::OnWait>) {
+        if let Ok(mut r) = self.lock_retry.lock() {
+            *r = (wait, on_wait);
+        }
     }
 
     /// Takes a shared lock (backup, restore, check: many may run at once;

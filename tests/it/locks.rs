@@ -29,7 +29,7 @@ fn run(cmd: &mut std::process::Command) -> (i32, String, String) {
 fn cfg(refresh_secs: u64, state_dir: Option<PathBuf>) -> LockConfig {
     LockConfig {
         refresh: Duration::from_secs(refresh_secs),
-        state_dir,
+        ..LockConfig::new(state_dir)
     }
 }
 
@@ -615,4 +615,44 @@ fn readers_through_one_handle_share_one_lock() {
     assert_ne!(again, held, "the released lock came back");
     drop(third);
     assert!(names(&t).is_empty());
+}
+
+/// Set by [`told`], the `on_wait` of the retry test.
+static TOLD_TO_WAIT: AtomicBool = AtomicBool::new(false);
+
+fn told(_: &str) {
+    TOLD_TO_WAIT.store(true, Ordering::SeqCst);
+}
+
+/// `--retry-lock` in the library: with no retry a conflicting lock fails at
+/// once; with one, the taker says it waits, keeps no lock object of its own
+/// while it does, and takes the lock once the holder lets go. A retry that
+/// runs out fails as before (exit code 11), saying how long it tried.
+#[test]
+fn a_lock_with_a_retry_waits_for_the_holder() {
+    let t = TestRepo::new();
+    let holder = t.init();
+    let x = holder.lock_exclusive().unwrap();
+    let waiter = t.open().unwrap();
+    assert_locked(waiter.lock_shared());
+
+    waiter.set_lock_retry(Duration::from_secs(1), None);
+    let why = assert_locked(waiter.lock_shared());
+    assert!(why.contains("still held after 1 s of trying"), "{why}");
+
+    waiter.set_lock_retry(Duration::from_secs(300), Some(told));
+    let taker = std::thread::spawn(move || {
+        let g = waiter.lock_shared();
+        (g.map(|g| g.check().is_ok()), waiter)
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !TOLD_TO_WAIT.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the taker never said it waits");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(names(&t).len(), 1, "the waiter kept a lock object");
+    drop(x);
+    let (taken, _waiter) = taker.join().unwrap();
+    assert!(taken.unwrap(), "the lock was not held once taken");
+    assert!(names(&t).is_empty(), "the taken lock was not released");
 }

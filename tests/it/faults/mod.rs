@@ -16,6 +16,7 @@ mod io_errors;
 mod key_changes;
 mod kill_loop;
 mod readers;
+mod retry_lock;
 mod shim;
 mod split;
 
@@ -72,6 +73,17 @@ pub fn larder_cmd(repo: &Path, cache: &Path, args: &[&str]) -> Command {
     let mut c = common::larder(repo, cache);
     c.args(args);
     c
+}
+
+/// Lock objects in the repository (not temporary files).
+pub fn lock_objects(repo: &Path) -> usize {
+    std::fs::read_dir(repo.join("locks"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// Spawns `c` with no input and its output captured.

@@ -10,22 +10,14 @@
 //! no failed `check`, no prune that refuses to run.
 
 use super::shim::Hold;
-use super::{Out, backup_ok, check_passes, larder_cmd, larder_ok, spawn, wait_bounded, wait_until};
+use super::{
+    Out, backup_ok, check_passes, larder_cmd, larder_ok, lock_objects, spawn, wait_bounded,
+    wait_until,
+};
 use crate::support::{
     assert_same_tree, copy_tree, pack_files, pack_names, path_str, rand_bytes, write,
 };
 use std::path::Path;
-
-/// Lock objects in the repository (not temporary files).
-fn lock_objects(repo: &Path) -> usize {
-    std::fs::read_dir(repo.join("locks"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .count()
-        })
-        .unwrap_or(0)
-}
 
 /// Forgets snapshot `id` and prunes with no grace period; returns what the
 /// prune printed (`--json`).
