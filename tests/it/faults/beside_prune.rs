@@ -11,19 +11,10 @@
 //! reports a vanished pack that no segment lists any more as a notice.
 
 use super::shim::Hold;
-use super::{Out, backup_ok, larder_cmd, larder_ok, notices, spawn, wait_bounded};
+use super::{Out, backup_ok, larder_cmd, larder_ok, notices, objects, spawn, wait_bounded};
 use crate::support::{assert_same_tree, copy_tree, pack_names, path_str, rand_bytes, write};
 use std::collections::BTreeSet;
 use std::path::Path;
-
-/// How many objects a directory of the repository holds.
-fn objects(repo: &Path, dir: &str) -> usize {
-    walkdir::WalkDir::new(repo.join(dir))
-        .into_iter()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file() && !e.file_name().to_string_lossy().starts_with('.'))
-        .count()
-}
 
 /// Lines of `o`'s error output that are warnings or errors.
 fn complaints(o: &Out) -> Vec<&str> {

@@ -75,15 +75,20 @@ pub fn larder_cmd(repo: &Path, cache: &Path, args: &[&str]) -> Command {
     c
 }
 
-/// Lock objects in the repository (not temporary files).
+/// How many objects directory `dir` of the repository holds, in its
+/// subdirectories too (not the `.tmp-*` files of writes in progress, nor
+/// lock probes); none if it does not exist.
+pub fn objects(repo: &Path, dir: &str) -> usize {
+    walkdir::WalkDir::new(repo.join(dir))
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file() && !e.file_name().to_string_lossy().starts_with('.'))
+        .count()
+}
+
+/// Lock objects in the repository.
 pub fn lock_objects(repo: &Path) -> usize {
-    std::fs::read_dir(repo.join("locks"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .count()
-        })
-        .unwrap_or(0)
+    objects(repo, "locks")
 }
 
 /// Spawns `c` with no input and its output captured.

@@ -11,8 +11,8 @@
 
 use super::shim::Hold;
 use super::{
-    Out, backup_ok, check_passes, larder_cmd, larder_ok, lock_objects, spawn, wait_bounded,
-    wait_until,
+    Out, backup_ok, check_passes, larder_cmd, larder_ok, lock_objects, objects, spawn,
+    wait_bounded, wait_until,
 };
 use crate::support::{
     assert_same_tree, copy_tree, pack_files, pack_names, path_str, rand_bytes, write,
@@ -297,8 +297,11 @@ fn a_dry_run_backup_locks_before_it_reads_its_parent() {
     assert_eq!(summary["files_new"], 0, "{summary}");
     assert!(summary["snapshot_id"].is_null(), "{summary}");
     assert_eq!(lock_objects(&repo), 0, "the dry run left its lock");
-    let snapshots = std::fs::read_dir(repo.join("snapshots")).unwrap().count();
-    assert_eq!(snapshots, 0, "the dry run stored a snapshot");
+    assert_eq!(
+        objects(&repo, "snapshots"),
+        0,
+        "the dry run stored a snapshot"
+    );
 
     next_prune_deletes_every_pack(&repo, &cache, "after the dry run and the prunes");
 }

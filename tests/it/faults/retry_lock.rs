@@ -3,7 +3,7 @@
 //! once with exit code 11. While it waits it keeps no lock object, so a
 //! waiter killed with `kill -9` leaves nothing behind.
 
-use super::{backup_ok, check_passes, larder_cmd, larder_run, lock_objects, wait_until};
+use super::{backup_ok, check_passes, larder_cmd, larder_run, lock_objects, objects, wait_until};
 use crate::support::{path_str, rand_bytes, write};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -75,8 +75,11 @@ fn a_backup_with_retry_lock_waits_for_the_holder() {
     };
     let err = std::fs::read_to_string(&err_b).unwrap();
     assert_eq!(status.code(), Some(0), "{err}");
-    let snapshots = std::fs::read_dir(repo.join("snapshots")).unwrap().count();
-    assert_eq!(snapshots, 2, "the waiting backup saved no snapshot: {err}");
+    assert_eq!(
+        objects(&repo, "snapshots"),
+        2,
+        "the waiting backup saved no snapshot: {err}"
+    );
     assert_eq!(lock_objects(&repo), 0, "a lock was left behind");
     check_passes(&repo, &cache, false, "after the waits");
 }
