@@ -317,9 +317,11 @@ impl Index {
     pub fn sync(&mut self, backend: &dyn Backend, keys: &Keys) -> Result<SyncReport> {
         let mut report = SyncReport::default();
         let (mut marks_changed, marks_gone) = self.absorb_new_marks(backend, keys, &mut report)?;
+        // What the cache knew right after the listing: a segment another
+        // process absorbs later (a backup's new one) is not taken for gone.
         let (mut listed, mut misnamed) = list_segments(backend)?;
+        let mut known = self.known_segments()?;
         for relist in 0..=RELISTS {
-            let known = self.known_segments()?;
             if !listed.iter().any(|n| !known.contains(n)) {
                 break;
             }
@@ -338,9 +340,9 @@ impl Index {
                 break;
             }
             (listed, misnamed) = list_segments(backend)?;
+            known = self.known_segments()?;
         }
         report.bad.extend(misnamed);
-        let known = self.known_segments()?;
         let gone: Vec<Id> = known.difference(&listed).copied().collect();
         if !gone.is_empty() {
             self.forget_segments(&gone)?;
