@@ -11,7 +11,7 @@
 
 use super::shim::Hold;
 use super::{
-    Out, backup_ok, check_passes, larder_cmd, larder_ok, lock_objects, objects, spawn,
+    Out, backup_ok, check_passes, fill, larder_cmd, larder_ok, lock_objects, objects, spawn,
     wait_bounded, wait_until,
 };
 use crate::support::{
@@ -259,12 +259,7 @@ fn a_dry_run_backup_locks_before_it_reads_its_parent() {
     let (repo, cache) = (t.repo_path(), t.cache_path());
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
-    for i in 0..8 {
-        write(
-            &src.join(format!("d{}/f{i}.bin", i % 3)),
-            &rand_bytes(i, 30_000),
-        );
-    }
+    fill(&src, 0, 8, 30_000);
     let parent = backup_ok(&repo, &cache, &src);
     let packs_before = pack_files(&repo).0;
 
@@ -357,9 +352,7 @@ fn copy_picks_its_source_snapshot_under_its_lock() {
     let (repo, cache) = (t.repo_path(), t.cache_path());
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
-    for i in 0..4 {
-        write(&src.join(format!("f{i}.bin")), &rand_bytes(i, 20_000));
-    }
+    fill(&src, 0, 4, 20_000);
     let y = backup_ok(&repo, &cache, &src);
     let y_src = base.path().join("y-src");
     copy_tree(&src, &y_src);

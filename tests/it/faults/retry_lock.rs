@@ -3,8 +3,10 @@
 //! once with exit code 11. While it waits it keeps no lock object, so a
 //! waiter killed with `kill -9` leaves nothing behind.
 
-use super::{backup_ok, check_passes, larder_cmd, larder_run, lock_objects, objects, wait_until};
-use crate::support::{path_str, rand_bytes, write};
+use super::{
+    backup_ok, check_passes, fill, larder_cmd, larder_run, lock_objects, objects, wait_until,
+};
+use crate::support::path_str;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::Path;
@@ -42,9 +44,7 @@ fn a_backup_with_retry_lock_waits_for_the_holder() {
     let (repo, cache) = (t.repo_path(), t.cache_path());
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
-    for i in 0..4 {
-        write(&src.join(format!("f{i}.bin")), &rand_bytes(i, 50_000));
-    }
+    fill(&src, 0, 4, 50_000);
     backup_ok(&repo, &cache, &src);
     let holder = t.open().unwrap();
     let x = holder.lock_exclusive().unwrap();
