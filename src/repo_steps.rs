@@ -62,8 +62,9 @@ pub fn open(profile: &Profile, dirs: &Dirs) -> Result<(Repository, Vec<String>)>
     };
     let cred = credential(profile)?;
     let mut warnings = Vec::new();
-    let repo = Repository::open_reporting(store, &cred, &dirs.cache, &mut warnings)?;
-    warnings.extend(repo.take_index_problems());
+    // Each step brings the index up to date under its own lock; the
+    // segments the first sync skips are told in that step's report.
+    let repo = Repository::open_unsynced(store, &cred, &dirs.cache, &mut warnings)?;
     repo.set_lock_readers(true);
     KnownRepositories::in_dir(&dirs.state).verify(&shown, &repo.identity(), false)?;
     Ok((repo, warnings))
@@ -285,8 +286,10 @@ impl Steps for RepoSteps {
             "marked {} unused pack(s) ({} bytes), repacked {}, deleted {} marked earlier",
             r.plan.unused.packs, r.plan.unused.bytes, r.plan.repack.packs, r.sweep.packs_deleted
         );
-        if !r.problems.is_empty() {
-            message.push_str(&format!("; warnings: {}", some_of(&r.problems)));
+        let mut warnings = repo.take_index_problems();
+        warnings.extend(r.problems);
+        if !warnings.is_empty() {
+            message.push_str(&format!("; warnings: {}", some_of(&warnings)));
         }
         Ok(StepReport::message(message))
     }

@@ -159,7 +159,7 @@ fn print_summary(res: &BackupResult) {
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
     // The backup brings the index up to date under its lock.
-    let repo = g.open_unsynced()?;
+    let repo = g.open()?;
     let opts = BackupOptions {
         paths: a.paths.clone(),
         excludes: crate::archiver::with_exclude_files(&a.exclude, &a.exclude_file)?,

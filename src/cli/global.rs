@@ -136,7 +136,7 @@ impl Global {
             },
         };
         let mut warnings = Vec::new();
-        let repo = Repository::open_reporting(
+        let repo = Repository::open_unsynced(
             backend,
             &Credential::Passphrase(pass),
             &self.cache_dir(),
@@ -146,6 +146,7 @@ impl Global {
             eprintln!("warning: {}", super::output::safe(w));
         }
         let repo = repo?;
+        repo.tell_index_problems(warn);
         self.set_lock_retry(&repo);
         Ok(repo)
     }
@@ -208,46 +209,24 @@ impl Global {
     /// Opens the repository, printing what it skipped on the way, and
     /// checks it is the one this user opened at this location before (see
     /// [`KnownRepositories`]).
+    ///
+    /// The index cache is not brought up to date here: the first step
+    /// that needs it does that, under that step's lock (a backup, a prune,
+    /// a reader's [`Repository::lock_for_reading`]), so it is listed once,
+    /// and a command that never reads the index (`snapshots`, `tag`,
+    /// `key`, `forget` without `--prune`) never lists `index/` or absorbs
+    /// it into an empty cache. The segments that sync skips are printed
+    /// as warnings when it meets them.
     pub fn open(&self) -> Result<Repository> {
-        self.open_with(true)
-    }
-
-    /// Opens the repository for a command that reads snapshots' trees or
-    /// data, with the reader's lock ([`Repository::lock_for_reading`]),
-    /// which brings the index cache up to date under it; prints what that
-    /// skipped. Taken before the command picks its snapshot.
-    pub fn open_for_reading(&self) -> Result<(Repository, Option<Arc<LockGuard>>)> {
-        let repo = self.open_unsynced()?;
-        let lock = repo.lock_for_reading()?;
-        for w in repo.take_index_problems() {
-            eprintln!("warning: {}", super::output::safe(&w));
-        }
-        Ok((repo, lock))
-    }
-
-    /// [`Global::open`] without bringing the index cache up to date: for
-    /// a command that does so itself under its lock (a backup), and shows
-    /// the problems it meets ([`Repository::take_index_problems`]).
-    pub fn open_unsynced(&self) -> Result<Repository> {
-        self.open_with(false)
-    }
-
-    fn open_with(&self, sync: bool) -> Result<Repository> {
         let backend = self.backend()?;
         let mut warnings = Vec::new();
         let (cred, cache) = (self.credential()?, self.cache_dir());
-        let repo = if sync {
-            Repository::open_reporting(backend, &cred, &cache, &mut warnings)
-        } else {
-            Repository::open_unsynced(backend, &cred, &cache, &mut warnings)
-        };
-        if let Ok(r) = &repo {
-            warnings.extend(r.take_index_problems());
-        }
+        let repo = Repository::open_unsynced(backend, &cred, &cache, &mut warnings);
         for w in &warnings {
             eprintln!("warning: {}", super::output::safe(w));
         }
         let repo = repo?;
+        repo.tell_index_problems(warn);
         self.set_lock_options(&repo);
         repo.set_compression(self.compression);
         self.known_repositories().verify(
@@ -256,6 +235,16 @@ impl Global {
             self.accept_repository_change,
         )?;
         Ok(repo)
+    }
+
+    /// Opens the repository for a command that reads snapshots' trees or
+    /// data, with the reader's lock ([`Repository::lock_for_reading`]),
+    /// which brings the index cache up to date under it. Taken before the
+    /// command picks its snapshot.
+    pub fn open_for_reading(&self) -> Result<(Repository, Option<Arc<LockGuard>>)> {
+        let repo = self.open()?;
+        let lock = repo.lock_for_reading()?;
+        Ok((repo, lock))
     }
 
     /// What `--no-lock` and `--retry-lock` ask of `repo`'s locks.
@@ -379,4 +368,9 @@ fn parse_retry_lock(text: &str) -> std::result::Result<std::time::Duration, Stri
         .parse()
         .map_err(|e| format!("{text:?} is not a duration such as 30s, 5m or 2h: {e}"))?;
     std::time::Duration::try_from(d).map_err(|_| format!("{text:?}: a duration cannot be negative"))
+}
+
+/// Prints a problem the index sync met (a segment it skipped).
+fn warn(problem: &str) {
+    eprintln!("warning: {}", super::output::safe(problem));
 }

@@ -48,6 +48,9 @@ pub struct Repository {
     /// Index segments the first sync skipped, until taken (see
     /// [`Repository::take_index_problems`]).
     index_problems: Mutex<Vec<String>>,
+    /// Who is told of those problems as the first sync meets them, instead
+    /// of keeping them (see [`Repository::tell_index_problems`]).
+    index_problems_to: Mutex<Option<fn(&str)>>,
     cache_dir: PathBuf,
     /// Whether commands that only read take a shared lock (see
     /// [`Repository::lock_for_reading`]).
@@ -220,6 +223,7 @@ impl Repository {
             index: Mutex::new(index),
             index_synced: AtomicBool::new(false),
             index_problems: Mutex::new(Vec::new()),
+            index_problems_to: Mutex::new(None),
             tree_cache,
             cache_dir: dir,
             lock_readers: AtomicBool::new(true),
@@ -296,15 +300,34 @@ impl Repository {
             .map_err(|_| Error::internal("index cache lock poisoned by a panic"))
     }
 
-    /// Syncs the locked index; the first sync's problems are kept.
+    /// Syncs the locked index; the first sync's problems are told, or
+    /// kept until taken.
     fn sync_locked(&self, g: &mut Index) -> Result<SyncReport> {
         let report = g.sync(self.backend.as_ref(), &self.keys)?;
-        if !self.index_synced.swap(true, Ordering::AcqRel)
-            && let Ok(mut p) = self.index_problems.lock()
-        {
-            p.clone_from(&report.bad);
+        if !self.index_synced.swap(true, Ordering::AcqRel) {
+            let tell = self.index_problems_to.lock().ok().and_then(|t| *t);
+            match tell {
+                Some(tell) => report.bad.iter().for_each(|p| tell(p)),
+                None => {
+                    if let Ok(mut p) = self.index_problems.lock() {
+                        p.clone_from(&report.bad);
+                    }
+                }
+            }
         }
         Ok(report)
+    }
+
+    /// Tells `to` each problem the first sync of the index meets (a
+    /// segment it skipped), when it meets it, instead of keeping them for
+    /// [`Repository::take_index_problems`]. For a caller that opens with
+    /// [`Repository::open_unsynced`] and lets whichever step first needs
+    /// the index sync it (under that step's lock), so the problems are
+    /// shown even when a later error ends the command.
+    pub fn tell_index_problems(&self, to: fn(&str)) {
+        if let Ok(mut t) = self.index_problems_to.lock() {
+            *t = Some(to);
+        }
     }
 
     /// Re-reads `index/` into the cache. Segments that cannot be read are

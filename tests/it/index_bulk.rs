@@ -262,8 +262,9 @@ fn first_open_killed_midway_is_redone_by_the_next() {
     let mut killed_inside = false;
     for delay_ms in [150u64, 400, 900] {
         let _ = std::fs::remove_dir_all(&cache);
+        // `ls` reads the index (`snapshots` does not).
         let mut child = larder(&t.repo_path(), &cache)
-            .args(["-q", "snapshots"])
+            .args(["-q", "ls", "latest"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -274,6 +275,7 @@ fn first_open_killed_midway_is_redone_by_the_next() {
         child.wait().unwrap();
         killed_inside |= !finished;
         // The next command on that cache completes the load.
+        cli(&t.repo_path(), &cache, &["-q", "ls", "latest"], 0);
         let (out, _) = cli(&t.repo_path(), &cache, &["--json", "snapshots"], 0);
         let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(listed.as_array().unwrap().len(), 1);
@@ -348,6 +350,7 @@ fn prune_after_a_bulk_first_open_turns_the_base_into_rows() {
     let run = |args: &[&str]| cli(&t.repo_path(), &cache, args, 0).0;
     let listed: serde_json::Value = serde_json::from_str(&run(&["--json", "snapshots"])).unwrap();
     assert_eq!(listed.as_array().unwrap().len(), 18);
+    run(&["ls", "latest"]);
     assert!(base_blocks(&cache) > 0, "the first open loaded a base");
     run(&["forget", "--keep-last", "2", "--prune"]);
     assert_eq!(base_blocks(&cache), 0, "prune turned the base into rows");

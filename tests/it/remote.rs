@@ -746,6 +746,29 @@ fn s3_requests_per_command_are_few() {
     let (_, what) = proxy.counts();
     assert_eq!(proxy.count("GET packs"), 1, "one small file: {what}");
 
+    // A command lists the index only if it reads it, and then once, under
+    // its lock: none for those that never read it (even with an empty
+    // cache, a new machine's), one listing for a reader or a prune (which
+    // lists `marks/` a second time to find its earlier plans).
+    let fresh = Client::new(&repo, &s3_env());
+    for (who, args, index, marks) in [
+        (&a, &["snapshots"][..], 0, 0),
+        (&fresh, &["snapshots"][..], 0, 0),
+        (&a, &["key", "list"], 0, 0),
+        (&a, &["forget", "--keep-last", "100"], 0, 0),
+        (&a, &["cat", "tree", "latest"], 1, 1),
+        (&a, &["prune", "--dry-run"], 1, 2),
+    ] {
+        proxy.reset_counts();
+        who.run(args, 0);
+        let (_, what) = proxy.counts();
+        assert_eq!(proxy.count("LIST index"), index, "{args:?}: {what}");
+        assert_eq!(proxy.count("LIST marks"), marks, "{args:?}: {what}");
+        if index == 0 {
+            assert_eq!(proxy.count("GET index"), 0, "{args:?}: {what}");
+        }
+    }
+
     // A second machine, empty cache: the parent's trees (14 directories
     // and the tree's ancestors) come a tree pack at a time.
     let b = Client::new(&repo, &s3_env());

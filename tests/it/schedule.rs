@@ -370,6 +370,39 @@ fn status_says_failing_with_the_error_and_the_failure_hook_runs() {
     assert!(gone.contains(&missing), "{gone}");
 }
 
+/// A run whose repository has a damaged index segment (and a stray file
+/// in `index/`), met by an empty cache: the backup step brings the index
+/// up to date under its lock and its report names each once; the run
+/// still succeeds (the blobs that segment listed are stored again).
+#[test]
+fn a_run_names_the_index_segments_it_skipped_once() {
+    let b = Bed::new();
+    b.configure(&[b.profile("home", &format!("schedule = {:?}\n", far_daily()))]);
+    b.run_profile("home", 0);
+    let index = b.repo.join("index");
+    let mut segs: Vec<_> = std::fs::read_dir(&index)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    segs.sort();
+    let bad = segs[0].clone();
+    let mut bytes = std::fs::read(index.join(&bad)).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(index.join(&bad), bytes).unwrap();
+    std::fs::write(index.join("README"), "notes").unwrap();
+    std::fs::remove_dir_all(&b.cache).unwrap();
+
+    write(&b.home.join("notes.txt"), b"second version");
+    let s = b.run_profile("home", 0);
+    assert_eq!(s["result"], "ok", "{s}");
+    let backup = &s["steps"][0];
+    assert_eq!(backup["step"], "backup", "{s}");
+    let message = backup["message"].as_str().unwrap();
+    assert_eq!(message.matches(bad.as_str()).count(), 1, "{message}");
+    assert_eq!(message.matches("index/README").count(), 1, "{message}");
+}
+
 /// Two runs of one profile at once: the second exits at once with the
 /// busy code and names the process that holds the profile; one with
 /// `--wait` runs after the first. Only the two runs that ran made
