@@ -1,7 +1,8 @@
 //! `--retry-lock` (as restic's): a command that meets a conflicting lock
 //! waits for it, trying again at growing intervals, instead of failing at
 //! once with exit code 11. While it waits it keeps no lock object, so a
-//! waiter killed with `kill -9` leaves nothing behind.
+//! waiter killed with `kill -9` leaves nothing behind, and one asked to
+//! stop (Ctrl-C, SIGTERM) stops at once.
 
 use super::{
     backup_ok, check_passes, fill, larder_cmd, larder_run, lock_objects, objects, wait_until,
@@ -36,8 +37,11 @@ fn until_waiting(child: &mut Child, err: &Path) {
 /// While a prune-like exclusive lock is held, a backup fails at once with
 /// exit code 11; with `--retry-lock 10m` two backups wait instead (saying
 /// so, with no lock object of theirs in storage). One is killed with
-/// SIGKILL while it waits: nothing of it is left. The other, once the
-/// holder lets go, saves its snapshot; `check` passes.
+/// SIGKILL while it waits: nothing of it is left. Two more are asked to
+/// stop while they wait, by SIGINT (Ctrl-C) and by SIGTERM: each stops
+/// within seconds (not after the 10 minutes), with exit code 130 and
+/// "interrupted", leaving nothing. The first, once the holder lets go,
+/// saves its snapshot; `check` passes.
 #[test]
 fn a_backup_with_retry_lock_waits_for_the_holder() {
     let t = super::cli_repo();
@@ -60,6 +64,33 @@ fn a_backup_with_retry_lock_waits_for_the_holder() {
     kill(Pid::from_raw(killed.id() as i32), Signal::SIGKILL).unwrap();
     killed.wait().unwrap();
     assert_eq!(lock_objects(&repo), 1, "a waiter left a lock object");
+
+    for (name, signal) in [("int", Signal::SIGINT), ("term", Signal::SIGTERM)] {
+        let err = base.path().join(format!("{name}.err"));
+        let mut stopped = waiting_backup(&repo, &cache, &src, &err);
+        until_waiting(&mut stopped, &err);
+        let asked = Instant::now();
+        kill(Pid::from_raw(stopped.id() as i32), signal).unwrap();
+        let status = loop {
+            if let Some(st) = stopped.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                asked.elapsed() < Duration::from_secs(30),
+                "{signal:?} did not stop the waiting backup"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let said = std::fs::read_to_string(&err).unwrap();
+        assert_eq!(status.code(), Some(130), "{signal:?}: {said}");
+        assert!(said.contains("interrupted"), "{signal:?}: {said}");
+        assert_eq!(lock_objects(&repo), 1, "{signal:?}: a lock object was left");
+    }
+    assert_eq!(
+        objects(&repo, "snapshots"),
+        1,
+        "a stopped backup saved a snapshot"
+    );
 
     drop(x);
     let deadline = Instant::now() + Duration::from_secs(120);
