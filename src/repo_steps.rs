@@ -113,6 +113,9 @@ pub struct RepoSteps {
     repo: Option<Repository>,
     /// What opening the repository warned about, told in the backup's report.
     open_warnings: Vec<String>,
+    /// How long a step waits for a conflicting lock before it fails
+    /// (`--retry-lock`; zero: at once, leaving it to the run's retries).
+    lock_retry: std::time::Duration,
 }
 
 impl RepoSteps {
@@ -122,12 +125,22 @@ impl RepoSteps {
             dirs,
             repo: None,
             open_warnings: Vec::new(),
+            lock_retry: std::time::Duration::ZERO,
         }
+    }
+
+    /// Makes each step wait up to `wait` for a conflicting lock, as
+    /// `--retry-lock` does for a command, before it fails (and the run's
+    /// own retries, if any, begin).
+    pub fn with_lock_retry(mut self, wait: std::time::Duration) -> Self {
+        self.lock_retry = wait;
+        self
     }
 
     fn repo(&mut self, profile: &Profile) -> std::result::Result<&Repository, StepFailure> {
         if self.repo.is_none() {
             let (repo, warnings) = open(profile, &self.dirs).map_err(StepFailure::from)?;
+            repo.set_lock_retry(self.lock_retry, None);
             self.repo = Some(repo);
             self.open_warnings = warnings;
         }

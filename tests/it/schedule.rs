@@ -403,6 +403,48 @@ fn a_run_names_the_index_segments_it_skipped_once() {
     assert_eq!(message.matches("index/README").count(), 1, "{message}");
 }
 
+/// `--retry-lock` reaches a run's steps: while another process holds an
+/// exclusive lock on the repository, a run of a profile with no retries
+/// fails at once as busy; with `--retry-lock 10m` it waits, and once the
+/// holder lets go its backup saves the snapshot.
+#[test]
+fn a_run_with_retry_lock_waits_for_the_repository() {
+    let b = Bed::new();
+    b.configure(&[b.profile("home", &format!("schedule = {:?}\n", far_daily()))]);
+    let holder = larder::Repository::open(
+        std::sync::Arc::new(larder::backend::LocalBackend::new(&b.repo)),
+        &larder::keys::Credential::passphrase(PASS),
+        &b.dir.path().join("holder-cache"),
+    )
+    .unwrap();
+    let x = holder.lock_exclusive().unwrap();
+    let s = b.run_profile("home", BUSY);
+    assert_eq!(s["result"], "failed", "{s}");
+    assert!(b.snapshot_ids().is_empty());
+
+    let mut waiter = b.spawn(&["--json", "--retry-lock", "10m", "run", "home"]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        waiter.try_wait().unwrap().is_none(),
+        "the run did not wait for the lock"
+    );
+    drop(x);
+    let out = waiter.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(s["result"], "ok", "{s}");
+    assert_eq!(
+        b.snapshot_ids(),
+        vec![s["snapshot_id"].as_str().unwrap().to_string()]
+    );
+}
+
 /// Two runs of one profile at once: the second exits at once with the
 /// busy code and names the process that holds the profile; one with
 /// `--wait` runs after the first. Only the two runs that ran made
