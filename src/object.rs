@@ -146,12 +146,48 @@ pub fn open<T: DeserializeOwned>(
 ) -> Result<T> {
     check_header(what, ty, bytes)?;
     let plain = keys.open(what, &bytes[..HEADER_LEN], &bytes[HEADER_LEN..])?;
-    let body = unframe(what, &plain)?;
+    let body = unframe_owned(what, plain)?;
     decode(what, &body)
 }
 
-/// Undoes the `plain_len | compression | body` framing with bounded sizes.
-pub fn unframe(what: &str, plain: &[u8]) -> Result<Vec<u8>> {
+/// [`open`] of bytes it may free as soon as they are decrypted, so a large
+/// object (an index segment of a quarter million blobs is 11 MB) is held
+/// at most twice at any moment (stored and decrypted, then decrypted and
+/// decoded), not four times.
+pub fn open_owned<T: DeserializeOwned>(
+    keys: &Keys,
+    ty: ObjectType,
+    what: &str,
+    bytes: Vec<u8>,
+) -> Result<T> {
+    check_header(what, ty, &bytes)?;
+    let plain = keys.open(what, &bytes[..HEADER_LEN], &bytes[HEADER_LEN..])?;
+    drop(bytes);
+    let body = unframe_owned(what, plain)?;
+    decode(what, &body)
+}
+
+/// [`unframe`] of a body it owns: a stored (uncompressed) body is returned
+/// in place rather than copied, and a compressed one is freed once
+/// decompressed.
+pub fn unframe_owned(what: &str, mut plain: Vec<u8>) -> Result<Vec<u8>> {
+    let len = frame_len(what, &plain)?;
+    if plain[4] != 0 {
+        return unframe(what, &plain);
+    }
+    if plain.len() - 5 != len {
+        return Err(Error::corrupt(
+            what,
+            "stored size does not match declared size",
+        ));
+    }
+    plain.drain(..5);
+    Ok(plain)
+}
+
+/// The declared size of a framed body, checked against the frame's
+/// length and the limit.
+fn frame_len(what: &str, plain: &[u8]) -> Result<usize> {
     if plain.len() < 5 {
         return Err(Error::corrupt(
             what,
@@ -165,6 +201,12 @@ pub fn unframe(what: &str, plain: &[u8]) -> Result<Vec<u8>> {
             format!("declared size {len} exceeds the limit"),
         ));
     }
+    Ok(len)
+}
+
+/// Undoes the `plain_len | compression | body` framing with bounded sizes.
+pub fn unframe(what: &str, plain: &[u8]) -> Result<Vec<u8>> {
+    let len = frame_len(what, plain)?;
     let data = &plain[5..];
     match plain[4] {
         0 => {

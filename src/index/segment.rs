@@ -42,5 +42,5 @@ pub fn read_segment(backend: &dyn Backend, keys: &Keys, name: &str) -> Result<In
             "contents do not hash to the object's name",
         ));
     }
-    object::open(keys, ObjectType::Index, &what, &bytes)
+    object::open_owned(keys, ObjectType::Index, &what, bytes)
 }
