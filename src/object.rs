@@ -175,14 +175,20 @@ pub fn unframe_owned(what: &str, mut plain: Vec<u8>) -> Result<Vec<u8>> {
     if plain[4] != 0 {
         return unframe(what, &plain);
     }
-    if plain.len() - 5 != len {
+    stored(what, &plain[5..], len)?;
+    plain.drain(..5);
+    Ok(plain)
+}
+
+/// A stored (uncompressed) body, checked against its declared size.
+fn stored<'a>(what: &str, data: &'a [u8], len: usize) -> Result<&'a [u8]> {
+    if data.len() != len {
         return Err(Error::corrupt(
             what,
             "stored size does not match declared size",
         ));
     }
-    plain.drain(..5);
-    Ok(plain)
+    Ok(data)
 }
 
 /// The declared size of a framed body, checked against the frame's
@@ -209,15 +215,7 @@ pub fn unframe(what: &str, plain: &[u8]) -> Result<Vec<u8>> {
     let len = frame_len(what, plain)?;
     let data = &plain[5..];
     match plain[4] {
-        0 => {
-            if data.len() != len {
-                return Err(Error::corrupt(
-                    what,
-                    "stored size does not match declared size",
-                ));
-            }
-            Ok(data.to_vec())
-        }
+        0 => stored(what, data, len).map(<[u8]>::to_vec),
         1 => decompress_exact(what, data, len),
         c => Err(Error::corrupt(what, format!("unknown compression {c}"))),
     }

@@ -1,4 +1,5 @@
-//! Index segments through `object::open::<IndexSegment>`: raw bytes, the bytes
+//! Index segments through `object::open::<IndexSegment>` (and `open_owned`,
+//! which readers of segments use): raw bytes, the bytes
 //! as a validly sealed frame, and the bytes as a validly sealed stored body
 //! (so postcard decoding of `IndexSegment` runs on fuzz input).
 #![no_main]
@@ -14,6 +15,7 @@ const TY: ObjectType = ObjectType::Index;
 fuzz_target!(|data: &[u8]| {
     let k = keys();
     check(WHAT, &object::open::<IndexSegment>(k, TY, WHAT, data));
+    check(WHAT, &object::open_owned::<IndexSegment>(k, TY, WHAT, data.to_vec()));
     check(WHAT, &object::open::<IndexSegment>(k, TY, WHAT, &seal_frame(TY, data)));
 
     let mut frame = (data.len() as u32).to_le_bytes().to_vec();

@@ -1689,6 +1689,8 @@ fn unframe_rejects_declared_size_above_the_limit() {
             plain.extend_from_slice(&zstd::bulk::compress(b"tiny", 1).unwrap());
             strict(what, 4096, || object::unframe(what, &plain))
                 .unwrap_or_else(|e| panic!("declared {declared}, compression {compression}: {e}"));
+            strict(what, 4096, || object::unframe_owned(what, plain.clone()))
+                .unwrap_or_else(|e| panic!("owned, declared {declared}: {e}"));
             // The same frame sealed with the right key, through object::open.
             let hdr = object::header(ObjectType::Index);
             let mut sealed = hdr.to_vec();
@@ -1707,11 +1709,19 @@ fn unframe_rejects_declared_size_above_the_limit() {
         plain.push(0);
         plain.extend_from_slice(b"four");
         strict(what, 4096, || object::unframe(what, &plain)).unwrap();
+        strict(what, 4096, || object::unframe_owned(what, plain.clone())).unwrap();
     }
     // Shorter than the frame itself.
     for n in 0..5 {
         strict(what, 4096, || object::unframe(what, &[0u8; 5][..n])).unwrap();
+        strict(what, 4096, || object::unframe_owned(what, vec![0u8; n])).unwrap();
     }
+    // A stored body that matches comes back whole, in place or copied.
+    let mut plain = 4u32.to_le_bytes().to_vec();
+    plain.push(0);
+    plain.extend_from_slice(b"four");
+    assert_eq!(object::unframe(what, &plain).unwrap(), b"four");
+    assert_eq!(object::unframe_owned(what, plain).unwrap(), b"four");
 }
 
 #[test]
