@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 /// A new segment is written once it lists this many blobs: about 3 MB,
 /// which every reader holds twice while it decodes it (a new client's
-/// first open of ten million blobs peaked at 68 MiB with segments of a
+/// first open of ten million blobs peaked at 67 MiB with segments of a
 /// quarter million, 39 MiB with these: no more than the key derivation
 /// itself). Its blob ids alone (32 random bytes each, which do not
 /// compress) fill [`SMALL_SEGMENT`], so a full segment is never merged
