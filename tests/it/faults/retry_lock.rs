@@ -27,6 +27,19 @@ fn waiting_backup(repo: &Path, cache: &Path, src: &Path, err: &Path) -> Child {
     c.spawn().unwrap()
 }
 
+/// Waits for `child` (whose output goes to files) to exit, failing with
+/// `what` if it has not within `limit`.
+fn exit_within(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Waits until `child` says it waits for the lock (in `err`).
 fn until_waiting(child: &mut Child, err: &Path) {
     wait_until(child, "the backup: waiting for the lock", || {
@@ -69,18 +82,9 @@ fn a_backup_with_retry_lock_waits_for_the_holder() {
         let err = base.path().join(format!("{name}.err"));
         let mut stopped = waiting_backup(&repo, &cache, &src, &err);
         until_waiting(&mut stopped, &err);
-        let asked = Instant::now();
         kill(Pid::from_raw(stopped.id() as i32), signal).unwrap();
-        let status = loop {
-            if let Some(st) = stopped.try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                asked.elapsed() < Duration::from_secs(30),
-                "{signal:?} did not stop the waiting backup"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let what = format!("{signal:?} did not stop the waiting backup");
+        let status = exit_within(&mut stopped, Duration::from_secs(30), &what);
         let said = std::fs::read_to_string(&err).unwrap();
         assert_eq!(status.code(), Some(130), "{signal:?}: {said}");
         assert!(said.contains("interrupted"), "{signal:?}: {said}");
@@ -93,17 +97,11 @@ fn a_backup_with_retry_lock_waits_for_the_holder() {
     );
 
     drop(x);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(st) = waiter.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the waiting backup never finished"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within(
+        &mut waiter,
+        Duration::from_secs(120),
+        "the waiting backup never finished",
+    );
     let err = std::fs::read_to_string(&err_b).unwrap();
     assert_eq!(status.code(), Some(0), "{err}");
     assert_eq!(
