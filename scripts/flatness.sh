@@ -6,11 +6,15 @@
 #
 #   scripts/flatness.sh DIR        # DIR: the tree to back up
 #
+# Environment: FLAT_SEGMENTS and FLAT_BLOBS (the synthetic index: segments
+# and blobs per segment, default 100 and 100,000), FLAT_LARDER (the binary,
+# default target/release/larder), FLAT_DIR, FLAT_SHM (work directories).
+#
 # Needs the release build and the synth_index example:
 #   cargo build --release --examples
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-L=$ROOT/target/release/larder
+L=${FLAT_LARDER:-$ROOT/target/release/larder}
 SYNTH=$ROOT/target/release/examples/synth_index
 SRC=${1:?usage: scripts/flatness.sh DIR}
 W=${FLAT_DIR:-/var/tmp/larder-flat}

@@ -168,6 +168,46 @@ impl Keys {
         Ok(buf)
     }
 
+    /// [`Keys::open`] of a buffer it owns, decrypted where it lies: `buf` is
+    /// `ad || nonce || ciphertext || tag` (the associated data is its first
+    /// `ad_len` bytes), and the plaintext is returned in the same
+    /// allocation, so a large object is held once, not twice.
+    pub fn open_in_place<W: std::fmt::Display + ?Sized>(
+        &self,
+        what: &W,
+        ad_len: usize,
+        mut buf: Vec<u8>,
+    ) -> Result<Vec<u8>> {
+        let sealed_len = buf.len().saturating_sub(ad_len);
+        if buf.len() < ad_len || sealed_len < SEAL_OVERHEAD {
+            return Err(Error::corrupt(
+                what,
+                format!(
+                    "{sealed_len} bytes is shorter than the {SEAL_OVERHEAD}-byte nonce and tag"
+                ),
+            ));
+        }
+        let end = buf.len() - TAG_LEN;
+        let (head, rest) = buf.split_at_mut(ad_len + NONCE_LEN);
+        let (ct, tag) = rest.split_at_mut(end - ad_len - NONCE_LEN);
+        let (ad, nonce) = head.split_at(ad_len);
+        // Both splits are exact: the length was checked above.
+        let (Ok(nonce), Ok(tag)) = (XNonce::try_from(nonce), Tag::try_from(&*tag)) else {
+            return Err(Error::internal("nonce or tag of the wrong length"));
+        };
+        self.aead
+            .decrypt_inout_detached(&nonce, ad, ct.into(), &tag)
+            .map_err(|_| {
+                Error::corrupt(
+                    what,
+                    "authentication failed (modified, truncated or swapped)",
+                )
+            })?;
+        buf.truncate(end);
+        buf.drain(..ad_len + NONCE_LEN);
+        Ok(buf)
+    }
+
     /// [`Keys::open`] into `buf` (its contents replaced; a buffer reused
     /// across calls saves an allocation and its page faults each time). On
     /// failure `buf` holds nothing of the plaintext.
@@ -309,6 +349,31 @@ mod tests {
         // last plaintext) behind for a caller that ignores the error.
         assert!(k.open_into("x", b"other", &long, &mut buf).is_err());
         assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn open_in_place_agrees_with_open() {
+        let k = Keys::derive(&MasterKey::from_bytes([7; 32]));
+        for plain in [&b""[..], b"hi", &[9u8; 3000]] {
+            let mut buf = b"header".to_vec();
+            k.seal_into(b"header", plain, &mut buf).unwrap();
+            let want = k.open("x", b"header", &buf[6..]).unwrap();
+            assert_eq!(k.open_in_place("x", 6, buf.clone()).unwrap(), want);
+            assert_eq!(want, plain);
+            // The associated data is the buffer's first bytes: another
+            // split, a flipped bit anywhere, or a cut tag fails.
+            assert!(k.open_in_place("x", 5, buf.clone()).is_err());
+            for at in [0, 6, 6 + NONCE_LEN, buf.len() - 1] {
+                let mut bad = buf.clone();
+                bad[at] ^= 1;
+                assert!(k.open_in_place("x", 6, bad).is_err(), "bit {at}");
+            }
+            let short = buf[..buf.len() - 1].to_vec();
+            assert!(k.open_in_place("x", 6, short).is_err());
+        }
+        let e = k.open_in_place("obj/x", 6, vec![0; 6 + SEAL_OVERHEAD - 1]);
+        assert!(e.unwrap_err().to_string().contains("obj/x"));
+        assert!(k.open_in_place("x", 10, vec![0; 4]).is_err());
     }
 
     #[test]

@@ -4,11 +4,13 @@
 //!
 //! Inserting each segment's blobs in its own order puts every row at a
 //! random place of a B-tree far larger than SQLite's page cache, which cost
-//! minutes for ten million blobs. Here the segments are decrypted two at a
-//! time (in parallel), their packs recorded at once, and their blob rows
-//! sorted in bounded runs written to an unnamed temporary file beside the
-//! cache; the runs are then merged and inserted in key order, so the B-tree
-//! grows at its right edge. Memory stays bounded: one run being filled
+//! minutes for ten million blobs. Here a second thread reads and decrypts
+//! the segments and hands their packs over in batches while this one
+//! records them; the blob rows are sorted in bounded runs written to an
+//! unnamed temporary file beside the cache, and the runs are then merged
+//! and inserted in key order, so the B-tree grows at its right edge.
+//! Memory stays bounded: one segment's body and a batch of its packs in
+//! flight (a segment is never decoded whole), one run being filled
 //! ([`RUN_ROWS`] rows) and a small read buffer per run during the merge.
 //!
 //! Into a cache that holds no segments yet, the merged rows are not
@@ -23,7 +25,7 @@
 //! rows, the merged rows are inserted in key order.
 
 use super::cache::SyncReport;
-use super::segment::{IndexSegment, read_segment};
+use super::segment::{IndexPack, for_each_pack, read_segment_body};
 use crate::backend::Backend;
 use crate::crypto::Keys;
 use crate::error::{Error, Result};
@@ -37,6 +39,7 @@ use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::SyncSender;
 
 /// Bytes of one blob row in a run: id (32), pack number (8, big-endian so
 /// that byte order is key order), type (1), offset (8), stored length (4),
@@ -52,6 +55,10 @@ const BLOCK_ROWS: usize = 64;
 /// Threads decrypting and decoding segments while the caller's thread
 /// records them.
 const DECODERS: usize = 1;
+
+/// Blobs per batch of packs handed from a decoder to the recording
+/// thread (about 0.5 MiB of entries).
+const BATCH_BLOBS: usize = 8192;
 
 /// The memory shared by the read buffers of all runs during the merge.
 const MERGE_BUFFER_BYTES: usize = 4 << 20;
@@ -317,6 +324,12 @@ fn nanos_now() -> u64 {
 /// and the segments, then stores every blob row in key order, as `target`
 /// says. Segments that cannot be read are reported in `report.bad` and
 /// skipped; those gone since they were listed, in `report.vanished`.
+///
+/// Each segment is decoded once, its packs recorded as they are decoded.
+/// A segment that stops decoding after some of its packs were recorded
+/// (its body authenticates, so only a writer holding the key can make
+/// one) undoes the load, which is then done again decoding every segment
+/// once before recording any of it, so that it skips such a segment whole.
 pub(super) fn load(
     tx: &Transaction<'_>,
     db: &Path,
@@ -327,61 +340,173 @@ pub(super) fn load(
     report: &mut SyncReport,
 ) -> Result<()> {
     let sq = |e| Error::sqlite(db, e);
+    tx.execute_batch("SAVEPOINT bulk_load").map_err(sq)?;
+    let mut this = SyncReport::default();
+    let mut loaded = load_once(tx, db, backend, keys, ids, target, false, &mut this)?;
+    if loaded == Loaded::PartWay {
+        tx.execute_batch("ROLLBACK TO bulk_load").map_err(sq)?;
+        this = SyncReport::default();
+        loaded = load_once(tx, db, backend, keys, ids, target, true, &mut this)?;
+    }
+    if loaded == Loaded::PartWay {
+        return Err(Error::internal(
+            "a segment decoded before use failed part way",
+        ));
+    }
+    tx.execute_batch("RELEASE bulk_load").map_err(sq)?;
+    report.absorbed += this.absorbed;
+    report.bad.append(&mut this.bad);
+    report.vanished.append(&mut this.vanished);
+    Ok(())
+}
+
+/// How one attempt of [`load`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loaded {
+    Whole,
+    /// A segment failed to decode after some of its packs were recorded.
+    PartWay,
+}
+
+/// One attempt of [`load`]; with `decode_first`, each segment is decoded
+/// whole once before its packs are handed over.
+#[allow(clippy::too_many_arguments)]
+fn load_once(
+    tx: &Transaction<'_>,
+    db: &Path,
+    backend: &dyn Backend,
+    keys: &Keys,
+    ids: &[&Id],
+    target: Target,
+    decode_first: bool,
+    report: &mut SyncReport,
+) -> Result<Loaded> {
+    let sq = |e| Error::sqlite(db, e);
     let dir = db.parent().unwrap_or(Path::new("."));
     let mut runs = Runs::new(dir);
     let next = AtomicUsize::new(0);
-    std::thread::scope(|scope| -> Result<()> {
-        // Decoders take segments in turn and hand each over as it is ready;
-        // dropping the receiver (an error below) stops them.
-        let (send, recv) = std::sync::mpsc::sync_channel::<(&Id, Result<IndexSegment>)>(0);
+    let loaded = std::thread::scope(|scope| -> Result<Loaded> {
+        // Decoders take segments in turn and hand over their packs in
+        // batches; dropping the receiver (an error below) stops them.
+        let (send, recv) = std::sync::mpsc::sync_channel::<Handed<'_>>(1);
         for _ in 0..DECODERS {
             let (send, next) = (send.clone(), &next);
             scope.spawn(move || {
                 while let Some(id) = ids.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let seg = read_segment(backend, keys, &id.to_hex());
-                    if send.send((*id, seg)).is_err() {
+                    if !hand_over(backend, keys, id, decode_first, &send) {
                         break;
                     }
                 }
             });
         }
         drop(send);
-        for (id, seg) in recv {
+        for handed in recv {
             crate::interrupt::check()?;
-            let seg = match seg {
-                Ok(s) => s,
+            match handed {
+                Handed::Packs(id, packs) => {
+                    for p in &packs {
+                        let num = super::cache::insert_pack(tx, p, id).map_err(sq)?;
+                        for b in &p.blobs {
+                            runs.push(encode(num, b))?;
+                        }
+                    }
+                }
+                Handed::Done(id) => {
+                    tx.execute(
+                        "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
+                        params![id.0],
+                    )
+                    .map_err(sq)?;
+                    report.absorbed += 1;
+                }
+                Handed::PartWay => return Ok(Loaded::PartWay),
                 // Replaced by a compaction since it was listed.
-                Err(e) if e.is_not_found() => {
-                    report.vanished.push(*id);
-                    continue;
-                }
-                Err(e) => {
-                    report.bad.push(format!("{e}; skipped"));
-                    continue;
-                }
-            };
-            for p in &seg.packs {
-                let num = super::cache::insert_pack(tx, p, id).map_err(sq)?;
-                for b in &p.blobs {
-                    runs.push(encode(num, b))?;
-                }
+                Handed::Failed(id, e) if e.is_not_found() => report.vanished.push(*id),
+                Handed::Failed(_, e) => report.bad.push(format!("{e}; skipped")),
             }
-            tx.execute(
-                "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
-                params![id.0],
-            )
-            .map_err(sq)?;
-            report.absorbed += 1;
         }
-        Ok(())
+        Ok(Loaded::Whole)
     })?;
+    if loaded == Loaded::PartWay {
+        return Ok(loaded);
+    }
     match target {
-        Target::Base => write_blocks(tx, runs).map_err(|e| e.with_db(db)),
+        Target::Base => write_blocks(tx, runs).map_err(|e| e.with_db(db))?,
         Target::Rows => {
             let mut st = tx
                 .prepare_cached(&super::cache::insert_blobs_sql(1))
                 .map_err(sq)?;
-            runs.merge(|r| insert(&mut st, r).map_err(sq))
+            runs.merge(|r| insert(&mut st, r).map_err(sq))?
+        }
+    }
+    Ok(Loaded::Whole)
+}
+
+/// What a decoder hands over for one segment: its packs in batches, then
+/// `Done`; or `Failed` before any of its packs; or `PartWay` when it
+/// failed after some of them.
+enum Handed<'a> {
+    Packs(&'a Id, Vec<IndexPack>),
+    Done(&'a Id),
+    Failed(&'a Id, Error),
+    PartWay,
+}
+
+/// Reads segment `id` and sends its packs over `send` in batches of about
+/// [`BATCH_BLOBS`] blobs, so that neither thread holds a decoded segment
+/// (a segment written by an older prune lists a quarter million blobs).
+/// With `decode_first`, the body is decoded once before anything is sent,
+/// so a segment that does not decode is always `Failed`, never `PartWay`.
+/// Returns false once the receiver is gone.
+fn hand_over<'a>(
+    backend: &dyn Backend,
+    keys: &Keys,
+    id: &'a Id,
+    decode_first: bool,
+    send: &SyncSender<Handed<'a>>,
+) -> bool {
+    let name = id.to_hex();
+    let what = crate::backend::Kind::Index.path(&name);
+    let body = match read_segment_body(backend, keys, &name).and_then(|body| {
+        if decode_first {
+            for_each_pack(&what, &body, |_| Ok(()))?;
+        }
+        Ok(body)
+    }) {
+        Ok(body) => body,
+        Err(e) => return send.send(Handed::Failed(id, e)).is_ok(),
+    };
+    let mut batch = Vec::new();
+    let mut blobs = 0;
+    let mut sent_some = false;
+    let mut receiver_gone = false;
+    let decoded = for_each_pack(&what, &body, |p| {
+        blobs += p.blobs.len();
+        batch.push(p);
+        if blobs >= BATCH_BLOBS {
+            blobs = 0;
+            if send
+                .send(Handed::Packs(id, std::mem::take(&mut batch)))
+                .is_err()
+            {
+                receiver_gone = true;
+                return Err(Error::internal("the index reader stopped"));
+            }
+            sent_some = true;
+        }
+        Ok(())
+    });
+    drop(body);
+    match decoded {
+        _ if receiver_gone => false,
+        Err(_) if sent_some => {
+            let _ = send.send(Handed::PartWay);
+            false
+        }
+        Err(e) => send.send(Handed::Failed(id, e)).is_ok(),
+        Ok(()) => {
+            (batch.is_empty() || send.send(Handed::Packs(id, batch)).is_ok())
+                && send.send(Handed::Done(id)).is_ok()
         }
     }
 }
@@ -484,6 +609,106 @@ mod tests {
         assert!(
             std::fs::read_dir(d.path()).unwrap().next().is_none(),
             "the runs' file has no name"
+        );
+    }
+
+    /// Writes `seg`'s body cut by `cut` bytes as a validly sealed segment
+    /// and returns its id.
+    fn put_body(b: &dyn Backend, keys: &Keys, seg: &super::super::IndexSegment, cut: usize) -> Id {
+        use crate::object::{self, ObjectType};
+        let body = object::encode(seg).unwrap();
+        let body = &body[..body.len() - cut];
+        let mut plain = (body.len() as u32).to_le_bytes().to_vec();
+        plain.push(0);
+        plain.extend_from_slice(body);
+        let hdr = object::header(ObjectType::Index);
+        let mut bytes = hdr.to_vec();
+        keys.seal_into(&hdr, &plain, &mut bytes).unwrap();
+        let id = Id::of_object(&bytes);
+        b.write(crate::backend::Kind::Index, &id.to_hex(), &bytes)
+            .unwrap();
+        id
+    }
+
+    /// Packs numbered `first..first + packs`, `per` blobs each.
+    fn segment(first: u32, packs: u32, per: u32) -> super::super::IndexSegment {
+        super::super::IndexSegment {
+            packs: (first..first + packs)
+                .map(|p| IndexPack {
+                    id: Id(*blake3::hash(format!("pack{p}").as_bytes()).as_bytes()),
+                    size: 1 << 20,
+                    blobs: (0..per).map(|b| entry(p * 100_000 + b)).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Segments larger than a batch arrive whole, in both targets (the
+    /// base of a first open, rows of a later sync), and one whose body
+    /// decodes part way (sealed with the repository's key, so only its
+    /// decoding fails) is skipped whole, even when a batch of its packs
+    /// was already recorded: not one of its packs stays recorded.
+    #[test]
+    fn batches_keep_every_pack_and_a_body_that_fails_part_way_adds_none() {
+        use crate::backend::{Backend, LocalBackend};
+        use crate::crypto::MasterKey;
+        let d = tempfile::tempdir().unwrap();
+        let b = LocalBackend::new(d.path().join("repo"));
+        b.create().unwrap();
+        let keys = Keys::derive(&MasterKey::from_bytes([5; 32]));
+        let per = (BATCH_BLOBS / 3 + 7) as u32;
+        let mut want = Vec::new();
+        let mut bad = Vec::new();
+        let mut idx = super::super::Index::open(&d.path().join("index.sqlite")).unwrap();
+        for (round, small) in [(0u32, 20u32), (1, 0)] {
+            let base = round * 100;
+            for s in 0..small {
+                let seg = segment(base + 50 + s, 1, 2);
+                put_body(&b, &keys, &seg, 0);
+                want.push(seg);
+            }
+            let big = segment(base, 8, per);
+            assert!(8 * per as usize > 2 * BATCH_BLOBS);
+            put_body(&b, &keys, &big, 0);
+            want.push(big);
+            // Broken in its last pack: the first before any of its packs
+            // is handed over, the second after a batch of them was.
+            for (at, packs) in [(20, 3), (30, 4)] {
+                let broken = segment(base + at, packs, per);
+                bad.push((put_body(&b, &keys, &broken, 1), broken));
+            }
+            let report = idx.sync(&b, &keys).unwrap();
+            assert_eq!(report.absorbed, small as usize + 1, "round {round}");
+            // A skipped segment is tried again (and skipped again) by the
+            // next sync.
+            assert_eq!(report.bad.len(), bad.len(), "{:?}", report.bad);
+            for (id, _) in &bad {
+                assert!(report.bad.iter().any(|m| m.contains(&id.to_hex())));
+            }
+        }
+        for seg in &want {
+            for p in &seg.packs {
+                for e in &p.blobs {
+                    let at = idx.lookup(&e.id).unwrap().expect("every blob found");
+                    assert_eq!((at.pack, &at.entry), (p.id, e));
+                }
+            }
+        }
+        let packs = idx.packs().unwrap();
+        for (_, seg) in &bad {
+            for p in &seg.packs {
+                assert!(idx.lookup(&p.blobs[0].id).unwrap().is_none());
+                assert!(!packs.iter().any(|(id, _)| *id == p.id), "pack recorded");
+            }
+        }
+        let listed: usize = want.iter().map(|s| s.packs.len()).sum();
+        assert_eq!(packs.len(), listed);
+        assert_eq!(
+            idx.blob_count().unwrap(),
+            want.iter()
+                .flat_map(|s| &s.packs)
+                .map(|p| p.blobs.len() as u64)
+                .sum::<u64>()
         );
     }
 

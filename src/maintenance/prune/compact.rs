@@ -13,12 +13,11 @@ use crate::repository::Repository;
 use std::collections::HashSet;
 
 /// A new segment is written once it lists this many blobs: about 3 MB,
-/// which every reader holds twice while it decodes it (a new client's
-/// first open of ten million blobs peaked at 67 MiB with segments of a
-/// quarter million, 39 MiB with these: no more than the key derivation
-/// itself). Its blob ids alone (32 random bytes each, which do not
-/// compress) fill [`SMALL_SEGMENT`], so a full segment is never merged
-/// again by the next compaction.
+/// which a reader that decodes it whole (`check`, this compaction) holds
+/// about twice; a new client's first open decodes it a batch of packs at a
+/// time. Its blob ids alone (32 random bytes each, which do not compress)
+/// fill [`SMALL_SEGMENT`], so a full segment is never merged again by the
+/// next compaction.
 const SEGMENT_BLOBS: usize = 65_536;
 const _: () = assert!(SEGMENT_BLOBS * 32 >= SMALL_SEGMENT as usize);
 
