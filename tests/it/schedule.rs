@@ -445,6 +445,49 @@ fn a_run_with_retry_lock_waits_for_the_repository() {
     );
 }
 
+/// `larder --retry-lock 10m daemon` passes the wait on to its runs too: a
+/// due run (the profile never ran) waits while another process holds the
+/// repository's exclusive lock, rather than failing at once with its
+/// retries at 0, and makes its backup once the holder lets go.
+#[test]
+fn a_daemon_with_retry_lock_waits_for_the_repository() {
+    let b = Bed::new();
+    b.configure(&[b.profile("home", &format!("schedule = {:?}\n", far_daily()))]);
+    let holder = larder::Repository::open(
+        std::sync::Arc::new(larder::backend::LocalBackend::new(&b.repo)),
+        &larder::keys::Credential::passphrase(PASS),
+        &b.dir.path().join("holder-cache"),
+    )
+    .unwrap();
+    let x = holder.lock_exclusive().unwrap();
+    let mut d = b.spawn(&["--retry-lock", "10m", "daemon"]);
+    let rx = events(&mut d);
+    let mut seen = Vec::new();
+    next_event(&rx, "run-start", &mut seen);
+    let quiet_until = Instant::now() + Duration::from_secs(3);
+    while let Ok(e) = rx.recv_timeout(quiet_until.saturating_duration_since(Instant::now())) {
+        assert_ne!(
+            e["event"], "run-end",
+            "the run did not wait for the lock: {e}"
+        );
+        seen.push(e);
+    }
+    drop(x);
+    let end = next_event(&rx, "run-end", &mut seen);
+    assert_eq!(end["result"], "ok", "{end}");
+    next_event(&rx, "idle", &mut seen);
+    sigterm(&d);
+    next_event(&rx, "daemon-stop", &mut seen);
+    assert_eq!(d.wait().unwrap().code(), Some(0));
+    assert_eq!(b.snapshot_ids().len(), 1);
+    let results: Vec<String> = b
+        .runs("home")
+        .iter()
+        .map(|r| r.result.as_str().to_string())
+        .collect();
+    assert_eq!(results, ["ok"]);
+}
+
 /// Two runs of one profile at once: the second exits at once with the
 /// busy code and names the process that holds the profile; one with
 /// `--wait` runs after the first. Only the two runs that ran made
