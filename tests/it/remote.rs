@@ -768,6 +768,27 @@ fn s3_requests_per_command_are_few() {
             assert_eq!(proxy.count("GET index"), 0, "{args:?}: {what}");
         }
     }
+    // `copy` reads its source's index under the source's read lock and its
+    // destination's under the destination's lock: once each. Counted with
+    // the S3 repository as the source (into a local one), then as the
+    // destination (from that local copy, with a new cache).
+    let local = a.dir.path().join("local-copy");
+    let mut env = s3_env();
+    env.push(("LARDER_FROM_PASSWORD", PASS));
+    let to_local = Client::new(local.to_str().unwrap(), &env);
+    to_local.run(&["init"], 0);
+    let to_s3 = Client::new(&repo, &env);
+    let local_arg = local.to_str().unwrap().to_string();
+    for (who, from, copied) in [(&to_local, &repo, true), (&to_s3, &local_arg, false)] {
+        proxy.reset_counts();
+        let (out, _) = who.run(&["--json", "copy", "--from-repo", from], 0);
+        let (_, what) = proxy.counts();
+        let side = if copied { "from S3" } else { "into S3" };
+        assert_eq!(proxy.count("LIST index"), 1, "copy {side}: {what}");
+        assert_eq!(proxy.count("LIST marks"), 1, "copy {side}: {what}");
+        eprintln!("copy {side}: {out}");
+    }
+    assert_eq!(to_local.snapshot_count(), a.snapshot_count());
 
     // A second machine, empty cache: the parent's trees (14 directories
     // and the tree's ancestors) come a tree pack at a time.

@@ -163,6 +163,38 @@ impl Bed {
         c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
         c.spawn().unwrap()
     }
+
+    /// Starts `larder ARGS daemon` (ARGS: global options) like [`Bed::spawn`].
+    fn daemon(&self, args: &[&str]) -> Daemon {
+        Daemon(self.spawn(&[args, &["daemon"]].concat()))
+    }
+}
+
+/// A daemon started by a test, killed if the test ends without stopping it
+/// (a failed assertion): it would otherwise run on, holding the
+/// descriptors it inherited from the test runner.
+struct Daemon(Child);
+
+impl std::ops::Deref for Daemon {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Daemon {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// Waits for a file to exist (a hook's sign), panicking after a minute.
@@ -460,7 +492,7 @@ fn a_daemon_with_retry_lock_waits_for_the_repository() {
     )
     .unwrap();
     let x = holder.lock_exclusive().unwrap();
-    let mut d = b.spawn(&["--retry-lock", "10m", "daemon"]);
+    let mut d = b.daemon(&["--retry-lock", "10m"]);
     let rx = events(&mut d);
     let mut seen = Vec::new();
     next_event(&rx, "run-start", &mut seen);
@@ -648,7 +680,7 @@ fn daemon_runs_when_due_and_stops_cleanly_on_sigterm() {
         "fast",
         &format!("schedule = \"*/2 * * * * *\"\nkeep-last = 5\n{hook}"),
     )]);
-    let mut d = b.spawn(&["daemon"]);
+    let mut d = b.daemon(&[]);
     let rx = events(&mut d);
     let mut seen = Vec::new();
     for _ in 0..2 {
@@ -681,7 +713,7 @@ fn daemon_catches_up_a_run_missed_while_it_was_stopped() {
     b.configure(&[b.profile("home", &format!("schedule = {:?}\n", far_daily()))]);
     // Never ran: due at once. Then not due: it idles until stopped.
     let daemon_runs = |b: &Bed| -> usize {
-        let mut d = b.spawn(&["daemon"]);
+        let mut d = b.daemon(&[]);
         let rx = events(&mut d);
         let mut seen = Vec::new();
         next_event(&rx, "idle", &mut seen);
