@@ -55,8 +55,8 @@ use std::thread::Scope;
 /// yet taken) before it stops: bounds the memory they hold.
 pub(super) const AHEAD: usize = 64;
 /// Page cache of a listing thread's view of the index, in KiB (it only
-/// looks up tree blobs, one per directory).
-const VIEW_CACHE_KIB: u32 = 1024;
+/// looks up tree blobs, one per directory; see `blobs::VIEW_CACHE_KIB`).
+const VIEW_CACHE_KIB: u32 = 512;
 
 /// A request no one has claimed yet.
 const FREE: u8 = 0;
