@@ -37,8 +37,9 @@ const INFLIGHT_LIMIT: usize = 100_000;
 /// a 10-million-blob index do not fit either. The views fill their caches
 /// there and nowhere else, so this is what such an index adds to a
 /// backup's memory: with 2 MiB each, a cold backup into it peaked at
-/// 42,456-43,704 KiB against about 39,400 for a fresh repository; with
-/// 1 MiB, 39,412-41,480 KiB, and it was no slower.
+/// 42,456-43,876 KiB, where one into a fresh repository peaked at
+/// 38,660-39,776 KiB; with 1 MiB, at 39,412-42,680 KiB, and it was no
+/// slower (`scripts/ab_backup_big.sh`, two invocations of 4 rounds).
 const VIEW_CACHE_KIB: u32 = 1024;
 
 /// Where the walk hands its chunks and trees.
