@@ -178,15 +178,7 @@ impl Keys {
         ad_len: usize,
         mut buf: Vec<u8>,
     ) -> Result<Vec<u8>> {
-        let sealed_len = buf.len().saturating_sub(ad_len);
-        if buf.len() < ad_len || sealed_len < SEAL_OVERHEAD {
-            return Err(Error::corrupt(
-                what,
-                format!(
-                    "{sealed_len} bytes is shorter than the {SEAL_OVERHEAD}-byte nonce and tag"
-                ),
-            ));
-        }
+        check_sealed_len(what, buf.len().saturating_sub(ad_len))?;
         let end = buf.len() - TAG_LEN;
         let (head, rest) = buf.split_at_mut(ad_len + NONCE_LEN);
         let (ct, tag) = rest.split_at_mut(end - ad_len - NONCE_LEN);
@@ -219,15 +211,7 @@ impl Keys {
         buf: &mut Vec<u8>,
     ) -> Result<()> {
         buf.clear();
-        if sealed.len() < SEAL_OVERHEAD {
-            return Err(Error::corrupt(
-                what,
-                format!(
-                    "{} bytes is shorter than the {SEAL_OVERHEAD}-byte nonce and tag",
-                    sealed.len()
-                ),
-            ));
-        }
+        check_sealed_len(what, sealed.len())?;
         let (nonce, rest) = sealed.split_at(NONCE_LEN);
         let (ct, tag) = rest.split_at(rest.len() - TAG_LEN);
         // Both splits are exact: the length was checked above.
@@ -245,6 +229,18 @@ impl Keys {
                 )
             })
     }
+}
+
+/// A sealed object (nonce, ciphertext, tag) of `len` bytes is at least
+/// its nonce and tag.
+fn check_sealed_len<W: std::fmt::Display + ?Sized>(what: &W, len: usize) -> Result<()> {
+    if len < SEAL_OVERHEAD {
+        return Err(Error::corrupt(
+            what,
+            format!("{len} bytes is shorter than the {SEAL_OVERHEAD}-byte nonce and tag"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

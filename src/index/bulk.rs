@@ -340,13 +340,21 @@ pub(super) fn load(
     report: &mut SyncReport,
 ) -> Result<()> {
     let sq = |e| Error::sqlite(db, e);
+    let load = Load {
+        tx,
+        db,
+        backend,
+        keys,
+        ids,
+        target,
+    };
     tx.execute_batch("SAVEPOINT bulk_load").map_err(sq)?;
     let mut this = SyncReport::default();
-    let mut loaded = load_once(tx, db, backend, keys, ids, target, false, &mut this)?;
+    let mut loaded = load.once(false, &mut this)?;
     if loaded == Loaded::PartWay {
         tx.execute_batch("ROLLBACK TO bulk_load").map_err(sq)?;
         this = SyncReport::default();
-        loaded = load_once(tx, db, backend, keys, ids, target, true, &mut this)?;
+        loaded = load.once(true, &mut this)?;
     }
     if loaded == Loaded::PartWay {
         return Err(Error::internal(
@@ -368,78 +376,88 @@ enum Loaded {
     PartWay,
 }
 
-/// One attempt of [`load`]; with `decode_first`, each segment is decoded
-/// whole once before its packs are handed over.
-#[allow(clippy::too_many_arguments)]
-fn load_once(
-    tx: &Transaction<'_>,
-    db: &Path,
-    backend: &dyn Backend,
-    keys: &Keys,
-    ids: &[&Id],
+/// The arguments of one [`load`], shared by its attempts.
+struct Load<'l, 't> {
+    tx: &'l Transaction<'t>,
+    db: &'l Path,
+    backend: &'l dyn Backend,
+    keys: &'l Keys,
+    ids: &'l [&'l Id],
     target: Target,
-    decode_first: bool,
-    report: &mut SyncReport,
-) -> Result<Loaded> {
-    let sq = |e| Error::sqlite(db, e);
-    let dir = db.parent().unwrap_or(Path::new("."));
-    let mut runs = Runs::new(dir);
-    let next = AtomicUsize::new(0);
-    let loaded = std::thread::scope(|scope| -> Result<Loaded> {
-        // Decoders take segments in turn and hand over their packs in
-        // batches; dropping the receiver (an error below) stops them.
-        let (send, recv) = std::sync::mpsc::sync_channel::<Handed<'_>>(1);
-        for _ in 0..DECODERS {
-            let (send, next) = (send.clone(), &next);
-            scope.spawn(move || {
-                while let Some(id) = ids.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    if !hand_over(backend, keys, id, decode_first, &send) {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(send);
-        for handed in recv {
-            crate::interrupt::check()?;
-            match handed {
-                Handed::Packs(id, packs) => {
-                    for p in &packs {
-                        let num = super::cache::insert_pack(tx, p, id).map_err(sq)?;
-                        for b in &p.blobs {
-                            runs.push(encode(num, b))?;
+}
+
+impl Load<'_, '_> {
+    /// One attempt of [`load`]; with `decode_first`, each segment is
+    /// decoded whole once before its packs are handed over.
+    fn once(&self, decode_first: bool, report: &mut SyncReport) -> Result<Loaded> {
+        let Load {
+            tx,
+            db,
+            backend,
+            keys,
+            ids,
+            target,
+        } = *self;
+        let sq = |e| Error::sqlite(db, e);
+        let dir = db.parent().unwrap_or(Path::new("."));
+        let mut runs = Runs::new(dir);
+        let next = AtomicUsize::new(0);
+        let loaded = std::thread::scope(|scope| -> Result<Loaded> {
+            // Decoders take segments in turn and hand over their packs in
+            // batches; dropping the receiver (an error below) stops them.
+            let (send, recv) = std::sync::mpsc::sync_channel::<Handed<'_>>(1);
+            for _ in 0..DECODERS {
+                let (send, next) = (send.clone(), &next);
+                scope.spawn(move || {
+                    while let Some(id) = ids.get(next.fetch_add(1, Ordering::Relaxed)) {
+                        if !hand_over(backend, keys, id, decode_first, &send) {
+                            break;
                         }
                     }
+                });
+            }
+            drop(send);
+            for handed in recv {
+                crate::interrupt::check()?;
+                match handed {
+                    Handed::Packs(id, packs) => {
+                        for p in &packs {
+                            let num = super::cache::insert_pack(tx, p, id).map_err(sq)?;
+                            for b in &p.blobs {
+                                runs.push(encode(num, b))?;
+                            }
+                        }
+                    }
+                    Handed::Done(id) => {
+                        tx.execute(
+                            "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
+                            params![id.0],
+                        )
+                        .map_err(sq)?;
+                        report.absorbed += 1;
+                    }
+                    Handed::PartWay => return Ok(Loaded::PartWay),
+                    // Replaced by a compaction since it was listed.
+                    Handed::Failed(id, e) if e.is_not_found() => report.vanished.push(*id),
+                    Handed::Failed(_, e) => report.bad.push(format!("{e}; skipped")),
                 }
-                Handed::Done(id) => {
-                    tx.execute(
-                        "INSERT OR IGNORE INTO segments(id) VALUES (?1)",
-                        params![id.0],
-                    )
+            }
+            Ok(Loaded::Whole)
+        })?;
+        if loaded == Loaded::PartWay {
+            return Ok(loaded);
+        }
+        match target {
+            Target::Base => write_blocks(tx, runs).map_err(|e| e.with_db(db))?,
+            Target::Rows => {
+                let mut st = tx
+                    .prepare_cached(&super::cache::insert_blobs_sql(1))
                     .map_err(sq)?;
-                    report.absorbed += 1;
-                }
-                Handed::PartWay => return Ok(Loaded::PartWay),
-                // Replaced by a compaction since it was listed.
-                Handed::Failed(id, e) if e.is_not_found() => report.vanished.push(*id),
-                Handed::Failed(_, e) => report.bad.push(format!("{e}; skipped")),
+                runs.merge(|r| insert(&mut st, r).map_err(sq))?
             }
         }
         Ok(Loaded::Whole)
-    })?;
-    if loaded == Loaded::PartWay {
-        return Ok(loaded);
     }
-    match target {
-        Target::Base => write_blocks(tx, runs).map_err(|e| e.with_db(db))?,
-        Target::Rows => {
-            let mut st = tx
-                .prepare_cached(&super::cache::insert_blobs_sql(1))
-                .map_err(sq)?;
-            runs.merge(|r| insert(&mut st, r).map_err(sq))?
-        }
-    }
-    Ok(Loaded::Whole)
 }
 
 /// What a decoder hands over for one segment: its packs in batches, then

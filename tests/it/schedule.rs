@@ -164,6 +164,18 @@ impl Bed {
         c.spawn().unwrap()
     }
 
+    /// An exclusive lock on the repository, held by this process (as
+    /// another machine's prune would) until the guard is dropped.
+    fn hold_exclusive(&self) -> larder::lock::LockGuard {
+        let holder = larder::Repository::open(
+            std::sync::Arc::new(larder::backend::LocalBackend::new(&self.repo)),
+            &larder::keys::Credential::passphrase(PASS),
+            &self.dir.path().join("holder-cache"),
+        )
+        .unwrap();
+        holder.lock_exclusive().unwrap()
+    }
+
     /// Starts `larder ARGS daemon` (ARGS: global options) like [`Bed::spawn`].
     fn daemon(&self, args: &[&str]) -> Daemon {
         Daemon(self.spawn(&[args, &["daemon"]].concat()))
@@ -443,13 +455,7 @@ fn a_run_names_the_index_segments_it_skipped_once() {
 fn a_run_with_retry_lock_waits_for_the_repository() {
     let b = Bed::new();
     b.configure(&[b.profile("home", &format!("schedule = {:?}\n", far_daily()))]);
-    let holder = larder::Repository::open(
-        std::sync::Arc::new(larder::backend::LocalBackend::new(&b.repo)),
-        &larder::keys::Credential::passphrase(PASS),
-        &b.dir.path().join("holder-cache"),
-    )
-    .unwrap();
-    let x = holder.lock_exclusive().unwrap();
+    let x = b.hold_exclusive();
     let s = b.run_profile("home", BUSY);
     assert_eq!(s["result"], "failed", "{s}");
     assert!(b.snapshot_ids().is_empty());
@@ -485,13 +491,7 @@ fn a_run_with_retry_lock_waits_for_the_repository() {
 fn a_daemon_with_retry_lock_waits_for_the_repository() {
     let b = Bed::new();
     b.configure(&[b.profile("home", &format!("schedule = {:?}\n", far_daily()))]);
-    let holder = larder::Repository::open(
-        std::sync::Arc::new(larder::backend::LocalBackend::new(&b.repo)),
-        &larder::keys::Credential::passphrase(PASS),
-        &b.dir.path().join("holder-cache"),
-    )
-    .unwrap();
-    let x = holder.lock_exclusive().unwrap();
+    let x = b.hold_exclusive();
     let mut d = b.daemon(&["--retry-lock", "10m"]);
     let rx = events(&mut d);
     let mut seen = Vec::new();
