@@ -52,8 +52,20 @@ pub fn decode<T: DeserializeOwned>(
     what: &(impl std::fmt::Display + ?Sized),
     bytes: &[u8],
 ) -> Result<T> {
-    let (v, rest) = postcard::take_from_bytes(bytes)
-        .map_err(|e| Error::corrupt(what, format!("cannot decode: {e}")))?;
+    decode_seed(what, bytes, std::marker::PhantomData::<T>)
+}
+
+/// [`decode`] through a serde seed: for a reader that takes a value's
+/// parts as they are decoded rather than the whole value.
+pub fn decode_seed<'de, S: serde::de::DeserializeSeed<'de>>(
+    what: &(impl std::fmt::Display + ?Sized),
+    bytes: &'de [u8],
+    seed: S,
+) -> Result<S::Value> {
+    let failed = |e: postcard::Error| Error::corrupt(what, format!("cannot decode: {e}"));
+    let mut de = postcard::Deserializer::from_bytes(bytes);
+    let v = seed.deserialize(&mut de).map_err(failed)?;
+    let rest = de.finalize().map_err(failed)?;
     if !rest.is_empty() {
         return Err(Error::corrupt(
             what,
@@ -112,14 +124,18 @@ pub fn header(ty: ObjectType) -> [u8; HEADER_LEN] {
 
 /// Serializes, compresses and encrypts `value` as an object of type `ty`.
 pub fn seal<T: Serialize>(keys: &Keys, ty: ObjectType, value: &T) -> Result<Vec<u8>> {
-    let body = encode(value)?;
+    seal_body(keys, ty, &encode(value)?)
+}
+
+/// [`seal`] of a body already encoded (or, in tests, of any bytes).
+pub fn seal_body(keys: &Keys, ty: ObjectType, body: &[u8]) -> Result<Vec<u8>> {
     if body.len() > MAX_OBJECT_PLAIN {
         return Err(Error::Internal(format!(
             "object of {} bytes exceeds the {MAX_OBJECT_PLAIN}-byte limit",
             body.len()
         )));
     }
-    let compressed = zstd::bulk::compress(&body, 3)
+    let compressed = zstd::bulk::compress(body, 3)
         .map_err(|e| Error::internal(format!("zstd compression failed: {e}")))?;
     let mut plain = Vec::with_capacity(5 + body.len().min(compressed.len()));
     plain.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -128,7 +144,7 @@ pub fn seal<T: Serialize>(keys: &Keys, ty: ObjectType, value: &T) -> Result<Vec<
         plain.extend_from_slice(&compressed);
     } else {
         plain.push(0);
-        plain.extend_from_slice(&body);
+        plain.extend_from_slice(body);
     }
     let hdr = header(ty);
     let mut out = hdr.to_vec();

@@ -635,13 +635,7 @@ mod tests {
     fn put_body(b: &dyn Backend, keys: &Keys, seg: &super::super::IndexSegment, cut: usize) -> Id {
         use crate::object::{self, ObjectType};
         let body = object::encode(seg).unwrap();
-        let body = &body[..body.len() - cut];
-        let mut plain = (body.len() as u32).to_le_bytes().to_vec();
-        plain.push(0);
-        plain.extend_from_slice(body);
-        let hdr = object::header(ObjectType::Index);
-        let mut bytes = hdr.to_vec();
-        keys.seal_into(&hdr, &plain, &mut bytes).unwrap();
+        let bytes = object::seal_body(keys, ObjectType::Index, &body[..body.len() - cut]).unwrap();
         let id = Id::of_object(&bytes);
         b.write(crate::backend::Kind::Index, &id.to_hex(), &bytes)
             .unwrap();

@@ -70,26 +70,15 @@ pub fn for_each_pack(
     mut f: impl FnMut(IndexPack) -> Result<()>,
 ) -> Result<()> {
     let mut stopped = None;
-    let mut de = postcard::Deserializer::from_bytes(body);
-    let decoded = SegmentSeed {
+    let seed = SegmentSeed {
         f: &mut f,
         stopped: &mut stopped,
+    };
+    let decoded = object::decode_seed(what, body, seed);
+    match stopped {
+        Some(e) => Err(e),
+        None => decoded,
     }
-    .deserialize(&mut de);
-    if let Some(e) = stopped {
-        return Err(e);
-    }
-    decoded.map_err(|e| Error::corrupt(what, format!("cannot decode: {e}")))?;
-    let rest = de
-        .finalize()
-        .map_err(|e| Error::corrupt(what, format!("cannot decode: {e}")))?;
-    if !rest.is_empty() {
-        return Err(Error::corrupt(
-            what,
-            format!("{} trailing bytes", rest.len()),
-        ));
-    }
-    Ok(())
 }
 
 /// The segment as serde sees it (a struct of one field, `packs`), with
