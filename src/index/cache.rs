@@ -51,9 +51,10 @@ pub struct SyncReport {
     pub(super) vanished: Vec<Id>,
 }
 
-/// How many times one sync lists `index/` again after listed segments
-/// vanished before it could read them. Each time means a prune compacted
-/// the index meanwhile; a few in a row are already unlikely.
+/// How many times one sync lists `index/` again: after listed segments
+/// vanished before it could read them (each time means a prune compacted
+/// the index meanwhile; a few in a row are already unlikely), and once to
+/// confirm that known segments a listing missed are gone.
 const RELISTS: usize = 8;
 
 /// The local SQLite index cache.
@@ -314,6 +315,15 @@ impl Index {
     /// it: the sync lists `index/` again and absorbs those (at most
     /// [`RELISTS`] times), so no pack the repository still indexes is
     /// missing from the cache when it returns.
+    ///
+    /// A known segment is forgotten only when two listings miss it, the
+    /// second begun after the first ended. One listing is not enough: a
+    /// `readdir` or a page of S3 keys that runs while a prune replaces a
+    /// segment need return neither the old segment (deleted meanwhile) nor
+    /// its replacement (created meanwhile). The replacement existed before
+    /// the old one was deleted, so the second listing holds it and the sync
+    /// absorbs it before it forgets the old one. The second listing is made
+    /// only when the first misses a known segment (after a prune).
     pub fn sync(&mut self, backend: &dyn Backend, keys: &Keys) -> Result<SyncReport> {
         let mut report = SyncReport::default();
         let (mut marks_changed, marks_gone) = self.absorb_new_marks(backend, keys, &mut report)?;
@@ -321,14 +331,14 @@ impl Index {
         // process absorbs later (a backup's new one) is not taken for gone.
         let (mut listed, mut misnamed) = list_segments(backend)?;
         let mut known = self.known_segments()?;
+        // Known segments an earlier listing missed (once one has).
+        let mut missed: Option<HashSet<Id>> = None;
+        let mut gone = HashSet::new();
         for relist in 0..=RELISTS {
-            if !listed.iter().any(|n| !known.contains(n)) {
-                break;
-            }
-            self.absorb_new(backend, keys, &listed, &mut report)?;
-            let vanished = std::mem::take(&mut report.vanished);
-            if vanished.is_empty() {
-                break;
+            let mut vanished = Vec::new();
+            if listed.iter().any(|n| !known.contains(n)) {
+                self.absorb_new(backend, keys, &listed, &mut report)?;
+                vanished = std::mem::take(&mut report.vanished);
             }
             if relist == RELISTS {
                 report.bad.extend(vanished.iter().map(|id| {
@@ -337,14 +347,29 @@ impl Index {
                         Kind::Index.path(&id.to_hex())
                     )
                 }));
+                // Forgets only what two listings missed, if two ran.
+                if let Some(m) = &missed {
+                    gone = m.iter().filter(|n| !listed.contains(n)).copied().collect();
+                }
                 break;
+            }
+            if vanished.is_empty() {
+                let missing: HashSet<Id> = known.difference(&listed).copied().collect();
+                match missed.take() {
+                    Some(m) => {
+                        gone = m.intersection(&missing).copied().collect();
+                        break;
+                    }
+                    None if missing.is_empty() => break,
+                    None => missed = Some(missing),
+                }
             }
             (listed, misnamed) = list_segments(backend)?;
             known = self.known_segments()?;
         }
         report.bad.extend(misnamed);
-        let gone: Vec<Id> = known.difference(&listed).copied().collect();
         if !gone.is_empty() {
+            let gone: Vec<Id> = gone.into_iter().collect();
             self.forget_segments(&gone)?;
             report.forgotten = gone.len();
         }
@@ -1694,6 +1719,144 @@ mod tests {
     }
 
     /// Blobs 0..32 in packs 0..4, eight to a pack, 100 bytes apart.
+    /// The local backend, with chosen index segments left out of its
+    /// listings of `index/` numbered (from 0) in `hide_in`, as a listing
+    /// that runs while a prune replaces a segment may leave out both the
+    /// old segment (deleted meanwhile) and its replacement (created
+    /// meanwhile). Counts those listings.
+    struct MissingListings {
+        inner: crate::backend::LocalBackend,
+        hidden: Vec<String>,
+        hide_in: std::ops::Range<usize>,
+        lists: std::sync::atomic::AtomicUsize,
+    }
+
+    impl MissingListings {
+        fn new(root: &Path, hidden: &[Id], hide_in: std::ops::Range<usize>) -> Self {
+            MissingListings {
+                inner: crate::backend::LocalBackend::new(root),
+                hidden: hidden.iter().map(Id::to_hex).collect(),
+                hide_in,
+                lists: Default::default(),
+            }
+        }
+
+        fn lists(&self) -> usize {
+            self.lists.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    impl Backend for MissingListings {
+        fn location(&self) -> String {
+            self.inner.location()
+        }
+        fn create(&self) -> Result<()> {
+            self.inner.create()
+        }
+        fn exists(&self, kind: Kind, name: &str) -> Result<bool> {
+            self.inner.exists(kind, name)
+        }
+        fn list(&self, kind: Kind) -> Result<Vec<crate::backend::Entry>> {
+            let mut all = self.inner.list(kind)?;
+            if kind == Kind::Index {
+                let n = self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if self.hide_in.contains(&n) {
+                    all.retain(|e| !self.hidden.contains(&e.name));
+                }
+            }
+            Ok(all)
+        }
+        fn read_bounded(&self, kind: Kind, name: &str, max: u64) -> Result<Vec<u8>> {
+            self.inner.read_bounded(kind, name, max)
+        }
+        fn read_range(&self, kind: Kind, name: &str, offset: u64, len: u64) -> Result<Vec<u8>> {
+            self.inner.read_range(kind, name, offset, len)
+        }
+        fn size(&self, kind: Kind, name: &str) -> Result<u64> {
+            self.inner.size(kind, name)
+        }
+        fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()> {
+            self.inner.write(kind, name, data)
+        }
+        fn delete(&self, kind: Kind, name: &str) -> Result<()> {
+            self.inner.delete(kind, name)
+        }
+    }
+
+    /// A prune replaces a segment (the replacement written, then the old
+    /// one deleted) while a sync's listing runs, and the listing misses
+    /// both. The sync lists `index/` a second time before it forgets the
+    /// old segment, absorbs the replacement from it, and every blob is
+    /// still found. A sync that misses nothing lists once. A segment gone
+    /// with no replacement is forgotten after the second listing, and one
+    /// that only the second listing misses is kept.
+    #[test]
+    fn a_segment_is_forgotten_only_when_a_second_listing_misses_it_too() {
+        use crate::crypto::MasterKey;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let keys = Keys::derive(&MasterKey::from_bytes([3; 32]));
+        let plain = MissingListings::new(&root, &[], 0..0);
+        plain.create().unwrap();
+        let mut idx = Index::open(&dir.path().join("index.sqlite")).unwrap();
+        let seg = four_pack_segment();
+        let old = super::super::write_segment(&plain, &keys, &seg).unwrap();
+        assert_eq!(idx.sync(&plain, &keys).unwrap().absorbed, 1);
+        let all_found = |idx: &Index| {
+            (0..32u64).all(|n| {
+                idx.lookup(&id("blob", n))
+                    .unwrap()
+                    .is_some_and(|l| l.pack == id("pack", n / 8))
+            })
+        };
+        assert!(all_found(&idx));
+
+        let new = super::super::write_segment(&plain, &keys, &seg).unwrap();
+        assert_ne!(new, old, "a segment sealed again has a new name");
+        plain.delete(Kind::Index, &old.to_hex()).unwrap();
+        let missing_both = MissingListings::new(&root, &[new], 0..1);
+        let report = idx.sync(&missing_both, &keys).unwrap();
+        assert!(all_found(&idx), "a blob of the replaced segment is lost");
+        assert_eq!(idx.known_segments().unwrap(), HashSet::from([new]));
+        assert_eq!(missing_both.lists(), 2, "a second listing");
+        assert_eq!((report.absorbed, report.forgotten), (1, 1));
+        assert!(report.bad.is_empty(), "{:?}", report.bad);
+
+        // A segment of one pack and one blob, absorbed by a sync that
+        // misses nothing and lists once.
+        let mut lone = IndexSegment::default();
+        lone.packs.push(IndexPack {
+            id: id("lone pack", 0),
+            size: 1_000,
+            blobs: vec![PackEntry {
+                ty: BlobType::Data,
+                id: id("lone blob", 0),
+                offset: 0,
+                stored_len: 100,
+                plain_len: 100,
+                compression: 0,
+            }],
+        });
+        let lone = super::super::write_segment(&plain, &keys, &lone).unwrap();
+        let quiet = MissingListings::new(&root, &[], 0..0);
+        let report = idx.sync(&quiet, &keys).unwrap();
+        assert_eq!(
+            (quiet.lists(), report.absorbed, report.forgotten),
+            (1, 1, 0)
+        );
+
+        // The replacement goes with no replacement of its own; the second
+        // listing misses the lone segment, which the first listed: only
+        // what both missed is forgotten.
+        plain.delete(Kind::Index, &new.to_hex()).unwrap();
+        let second_misses = MissingListings::new(&root, &[lone], 1..2);
+        let report = idx.sync(&second_misses, &keys).unwrap();
+        assert_eq!(idx.known_segments().unwrap(), HashSet::from([lone]));
+        assert!(idx.lookup(&id("lone blob", 0)).unwrap().is_some());
+        assert!(idx.lookup(&id("blob", 0)).unwrap().is_none());
+        assert_eq!((second_misses.lists(), report.forgotten), (2, 1));
+    }
+
     fn four_pack_segment() -> IndexSegment {
         data_segment(4, 8)
     }
