@@ -54,11 +54,13 @@ pub fn seal_blob(repo: &Repository, ty: BlobType, id: Id, plain: &[u8]) -> Resul
 }
 
 /// An index segment is written after this many packs (1 GiB at the
-/// default pack size), or once the oldest pack it would list has waited
-/// [`SEGMENT_WAIT`]. Few segments mean few requests and few files for
-/// every later open to absorb; a run killed before its segment loses
-/// nothing either way: its packs are indexed by the next backup (see
-/// `archiver::runmark`).
+/// default pack size), once it would list [`index::SEGMENT_BLOBS`] blobs
+/// (packs of small files hold tens of thousands each, and every blob of
+/// the packs not yet in a segment is held in memory), or once the oldest
+/// pack it would list has waited [`SEGMENT_WAIT`]. Few segments mean few
+/// requests and few files for every later open to absorb; a run killed
+/// before its segment loses nothing either way: its packs are indexed by
+/// the next backup (see `archiver::runmark`).
 const PACKS_PER_SEGMENT: usize = 64;
 /// The longest an uploaded pack waits for its segment.
 const SEGMENT_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -139,6 +141,8 @@ pub struct Packer<'r> {
     /// yet listed by a segment.
     in_pack: HashSet<Id>,
     unsegmented: Vec<IndexPack>,
+    /// The blobs `unsegmented` lists.
+    unsegmented_blobs: usize,
     /// When the first pack of `unsegmented` was uploaded.
     unsegmented_since: Option<std::time::Instant>,
     uploader: Uploader,
@@ -169,6 +173,7 @@ impl<'r> Packer<'r> {
             tree_writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
+            unsegmented_blobs: 0,
             unsegmented_since: None,
             uploader: Uploader::spawn(repo.backend_arc(), lock.clone()),
             lock,
@@ -273,12 +278,16 @@ impl<'r> Packer<'r> {
             };
             self.uploader.in_flight -= 1;
             let ip = r?;
+            self.unsegmented_blobs += ip.blobs.len();
             self.unsegmented.push(ip);
             self.stats.packs_written += 1;
             let since = *self
                 .unsegmented_since
                 .get_or_insert_with(std::time::Instant::now);
-            if self.unsegmented.len() >= PACKS_PER_SEGMENT || since.elapsed() >= SEGMENT_WAIT {
+            if self.unsegmented.len() >= PACKS_PER_SEGMENT
+                || self.unsegmented_blobs >= index::SEGMENT_BLOBS
+                || since.elapsed() >= SEGMENT_WAIT
+            {
                 self.flush_segment()?;
             }
         }
@@ -312,6 +321,7 @@ impl<'r> Packer<'r> {
         let seg = IndexSegment {
             packs: std::mem::take(&mut self.unsegmented),
         };
+        self.unsegmented_blobs = 0;
         self.unsegmented_since = None;
         check_lock(&self.lock)?;
         let (backend, keys) = (self.repo.backend(), self.repo.keys());
@@ -329,5 +339,64 @@ impl<'r> Packer<'r> {
         // matters (a first backup would remove every blob it stored).
         self.write_segment()?;
         Ok(self.stats)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::repository::test_repository;
+
+    /// Asserts that the segments in `repo` list exactly `ids`, each blob
+    /// once, in at least two segments, each with fewer than
+    /// [`index::SEGMENT_BLOBS`] blobs plus its largest pack's, and all but
+    /// one (the last written) with at least [`index::SEGMENT_BLOBS`].
+    pub(crate) fn assert_bounded_segments(repo: &Repository, ids: &HashSet<Id>) {
+        let mut sizes = Vec::new();
+        let mut listed = HashSet::new();
+        for e in repo.backend().list(Kind::Index).unwrap() {
+            let seg = index::read_segment(repo.backend(), repo.keys(), &e.name).unwrap();
+            let blobs: usize = seg.packs.iter().map(|p| p.blobs.len()).sum();
+            let largest_pack = seg.packs.iter().map(|p| p.blobs.len()).max().unwrap();
+            sizes.push((blobs, largest_pack));
+            for b in seg.packs.iter().flat_map(|p| &p.blobs) {
+                assert!(listed.insert(b.id), "a blob listed twice");
+            }
+        }
+        assert!(listed == *ids, "the segments list exactly the blobs added");
+        assert!(sizes.len() >= 2, "{sizes:?}");
+        let short = sizes.iter().filter(|s| s.0 < index::SEGMENT_BLOBS).count();
+        assert!(short <= 1, "{sizes:?}");
+        assert!(
+            sizes
+                .iter()
+                .all(|&(blobs, largest)| blobs < index::SEGMENT_BLOBS + largest),
+            "{sizes:?}"
+        );
+    }
+
+    /// Packs of small blobs end their segment at [`index::SEGMENT_BLOBS`]
+    /// blobs, not at [`PACKS_PER_SEGMENT`] packs. With segments ended by
+    /// packs alone, a backup of many small files held every blob of up to
+    /// 64 packs in memory until its segment was written.
+    #[test]
+    fn small_blobs_end_a_segment_at_its_blob_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = test_repository(d.path());
+        let mut p = Packer::new(&repo).unwrap();
+        let n = 2 * index::SEGMENT_BLOBS + 5000;
+        let mut ids = HashSet::new();
+        for i in 0..n as u64 {
+            let (id, new) = p.add(BlobType::Data, &i.to_le_bytes()).unwrap();
+            assert!(new);
+            ids.insert(id);
+        }
+        let stats = p.finish().unwrap();
+        assert!(
+            stats.packs_written < PACKS_PER_SEGMENT as u64,
+            "{} packs: the pack count would end a segment",
+            stats.packs_written
+        );
+        assert_bounded_segments(&repo, &ids);
     }
 }

@@ -17,5 +17,6 @@ pub mod segment;
 pub use cache::{BlobLocation, Index, SyncReport};
 pub use reader::ReadView;
 pub use segment::{
-    IndexPack, IndexSegment, for_each_pack, read_segment, read_segment_body, write_segment,
+    IndexPack, IndexSegment, SEGMENT_BLOBS, for_each_pack, read_segment, read_segment_body,
+    write_segment,
 };

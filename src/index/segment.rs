@@ -16,6 +16,16 @@ use crate::pack::PackEntry;
 use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
+/// A writer starts a new segment once the one it fills lists this many
+/// blobs (or at the end of its run): about 3 MB stored, which bounds what
+/// the writer holds until it writes the segment and what a reader that
+/// decodes a segment whole holds. Only a pack of more blobs than this
+/// makes a larger segment, and a pack is bounded by its own size. Every
+/// writer keeps to it: a backup's packer, a prune's compaction and
+/// `repair index`. Readers accept larger segments (older writers made
+/// them), up to the object size limit.
+pub const SEGMENT_BLOBS: usize = 65_536;
+
 /// One pack as listed in an index segment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexPack {

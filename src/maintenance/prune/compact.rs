@@ -7,18 +7,15 @@
 use crate::backend::Kind;
 use crate::error::Result;
 use crate::id::Id;
-use crate::index::{IndexSegment, read_segment, write_segment};
+use crate::index::{IndexSegment, SEGMENT_BLOBS, read_segment, write_segment};
 use crate::lock::LockHandle;
 use crate::repository::Repository;
 use std::collections::HashSet;
 
-/// A new segment is written once it lists this many blobs: about 3 MB,
-/// which a reader that decodes it whole (`check`, this compaction) holds
-/// about twice; a new client's first open decodes it a batch of packs at a
-/// time. Its blob ids alone (32 random bytes each, which do not compress)
-/// fill [`SMALL_SEGMENT`], so a full segment is never merged again by the
-/// next compaction.
-const SEGMENT_BLOBS: usize = 65_536;
+// A new segment is written once it lists [`SEGMENT_BLOBS`] blobs. Their
+// ids alone (32 random bytes each, which do not compress) fill
+// [`SMALL_SEGMENT`], so a full segment is never merged again by the next
+// compaction.
 const _: () = assert!(SEGMENT_BLOBS * 32 >= SMALL_SEGMENT as usize);
 
 /// What a compaction did.
