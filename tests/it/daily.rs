@@ -723,6 +723,110 @@ fn killed_backup_rerun_stores_nothing_twice() {
     }
 }
 
+/// A backup of many small blobs writes an index segment every 65,536
+/// blobs (here one file of 48 MiB in chunks of about 256 bytes, some
+/// 160,000 blobs). Killed with SIGKILL once its first segment is there:
+/// the repository checks clean, and the next backup stores neither the
+/// blobs that segment lists nor those of the packs uploaded since (so the
+/// repository ends no larger than one clean backup's), yet stores what the
+/// kill cut short: the segment came part way through the run. The
+/// snapshot restores exactly.
+#[test]
+fn a_small_blob_backup_killed_after_its_first_segment_is_continued() {
+    let base = tempfile::tempdir().unwrap();
+    let cache = base.path().join("cache");
+    let init = |repo: &Path| {
+        let opts = larder::repository::InitOptions {
+            chunker: larder::chunker::ChunkerParams {
+                min: 64,
+                avg: 256,
+                max: 1024,
+                level: 1,
+            },
+            compression_level: 3,
+            pack_size: 1 << 20,
+        };
+        let key = larder::keys::NewKey::Passphrase {
+            pass: common::PASS.to_string().into(),
+            work_factor: common::TEST_WF,
+        };
+        let backend = std::sync::Arc::new(larder::backend::LocalBackend::new(repo));
+        drop(Repository::init(backend, &key, &opts, &cache).unwrap());
+    };
+    let (repo, clean) = (base.path().join("repo"), base.path().join("clean"));
+    init(&repo);
+    init(&clean);
+    let src = base.path().join("src");
+    write(&src.join("many-chunks.bin"), &rand_bytes(910, 48 << 20));
+    // Complete segments only (a segment being written is a `.tmp-*` file).
+    let segments = || {
+        fs::read_dir(repo.join("index"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().len() == 64)
+            .count()
+    };
+
+    let mut cmd = common::larder(&repo, &cache);
+    cmd.args(["backup", "-q"])
+        .arg(&src)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while segments() == 0 {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("backup finished ({st}) before it wrote a segment");
+        }
+        assert!(Instant::now() < deadline, "no segment appeared");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if let Some(st) = child.try_wait().unwrap() {
+        panic!("backup finished ({st}) before it could be killed");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap(); // reap it, so its lock is seen as stale
+    assert_eq!(fs::read_dir(repo.join("snapshots")).unwrap().count(), 0);
+    let (out, err) = cli(&repo, &cache, &["check"], 0);
+    assert!(out.contains("no errors were found"), "{out}{err}");
+
+    let added = |repo: &Path| {
+        let (out, _) = cli(repo, &cache, &["backup", "--json", path_str(&src)], 0);
+        let summary = json_lines(&out).pop().unwrap();
+        assert_eq!(summary["message_type"], "summary");
+        summary["data_added_plain"].as_u64().unwrap()
+    };
+    let (rerun, whole) = (added(&repo), added(&clean));
+    // Every blob is at least 64 bytes.
+    assert!(
+        rerun + 65_536 * 64 <= whole,
+        "the re-run added {rerun} plain bytes, a clean backup {whole}"
+    );
+    assert!(
+        rerun >= whole / 10,
+        "the re-run added {rerun} plain bytes of {whole}: the segment came at the end"
+    );
+    let (total, clean_total) = (pack_files(&repo).1, pack_files(&clean).1);
+    assert!(
+        (total as f64) < clean_total as f64 * 1.05,
+        "{total} bytes of packs, {clean_total} for a clean backup"
+    );
+
+    let (out, err) = cli(&repo, &cache, &["check", "--read-data"], 0);
+    assert!(out.contains("no errors were found"), "{out}{err}");
+    let dest = base.path().join("restored");
+    cli(
+        &repo,
+        &cache,
+        &["restore", "latest", "--target", path_str(&dest)],
+        0,
+    );
+    assert_eq!(
+        assert_same_tree(&src, &dest.join(src.strip_prefix("/").unwrap())),
+        1
+    );
+}
+
 /// `snapshots --json`, `latest`, prefixes, tag and host filters, `ls`, and
 /// restore's SNAPSHOT:SUBPATH, include/exclude and overwrite policies.
 #[test]
