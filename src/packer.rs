@@ -141,8 +141,6 @@ pub struct Packer<'r> {
     /// yet listed by a segment.
     in_pack: HashSet<Id>,
     unsegmented: Vec<IndexPack>,
-    /// The blobs `unsegmented` lists.
-    unsegmented_blobs: usize,
     /// When the first pack of `unsegmented` was uploaded.
     unsegmented_since: Option<std::time::Instant>,
     uploader: Uploader,
@@ -173,7 +171,6 @@ impl<'r> Packer<'r> {
             tree_writer: PackWriter::new(repo.backend().stage(Kind::Pack)?),
             in_pack: HashSet::new(),
             unsegmented: Vec::new(),
-            unsegmented_blobs: 0,
             unsegmented_since: None,
             uploader: Uploader::spawn(repo.backend_arc(), lock.clone()),
             lock,
@@ -278,14 +275,18 @@ impl<'r> Packer<'r> {
             };
             self.uploader.in_flight -= 1;
             let ip = r?;
-            self.unsegmented_blobs += ip.blobs.len();
             self.unsegmented.push(ip);
             self.stats.packs_written += 1;
             let since = *self
                 .unsegmented_since
                 .get_or_insert_with(std::time::Instant::now);
             if self.unsegmented.len() >= PACKS_PER_SEGMENT
-                || self.unsegmented_blobs >= index::SEGMENT_BLOBS
+                || self
+                    .unsegmented
+                    .iter()
+                    .map(|p| p.blobs.len())
+                    .sum::<usize>()
+                    >= index::SEGMENT_BLOBS
                 || since.elapsed() >= SEGMENT_WAIT
             {
                 self.flush_segment()?;
@@ -321,7 +322,6 @@ impl<'r> Packer<'r> {
         let seg = IndexSegment {
             packs: std::mem::take(&mut self.unsegmented),
         };
-        self.unsegmented_blobs = 0;
         self.unsegmented_since = None;
         check_lock(&self.lock)?;
         let (backend, keys) = (self.repo.backend(), self.repo.keys());

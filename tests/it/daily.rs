@@ -634,6 +634,18 @@ fn hostile_snapshot_cannot_write_outside_target() {
     }
 }
 
+/// `larder backup -q SRC` started in the background, its output dropped
+/// (a test that kills it waits for what it writes instead).
+fn spawn_backup(repo: &Path, cache: &Path, src: &Path) -> std::process::Child {
+    let mut cmd = common::larder(repo, cache);
+    cmd.args(["backup", "-q"])
+        .arg(src)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd.spawn().unwrap()
+}
+
 /// A backup killed with SIGKILL mid-run, then run again: nothing is stored
 /// twice and the repository checks clean and restores exactly.
 #[test]
@@ -650,13 +662,7 @@ fn killed_backup_rerun_stores_nothing_twice() {
         write(&src.join(format!("f{i}.bin")), &data);
     }
 
-    let mut cmd = common::larder(&t.repo_path(), &t.cache_path());
-    cmd.args(["backup", "-q"])
-        .arg(&src)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = spawn_backup(&t.repo_path(), &t.cache_path(), &src);
     let deadline = Instant::now() + Duration::from_secs(60);
     let killed = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -766,13 +772,7 @@ fn a_small_blob_backup_killed_after_its_first_segment_is_continued() {
             .count()
     };
 
-    let mut cmd = common::larder(&repo, &cache);
-    cmd.args(["backup", "-q"])
-        .arg(&src)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = spawn_backup(&repo, &cache, &src);
     let deadline = Instant::now() + Duration::from_secs(120);
     while segments() == 0 {
         if let Some(st) = child.try_wait().unwrap() {
