@@ -592,3 +592,45 @@ fn repair_killed_anywhere_is_finished_by_the_next_run() {
         probes.len()
     );
 }
+
+/// A repository opened by the library (its cache synced then), after which
+/// another process backs up new files. Repairing that new snapshot through
+/// the first handle finds it whole: `repair_snapshots` brings the index up
+/// to date under its lock. From the cache of its open alone, the new
+/// snapshot's trees and chunks are unknown, and the repair would empty it
+/// (and with `forget`, remove the original).
+#[test]
+fn repair_syncs_its_index_under_its_lock() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    write(&src.join("old.bin"), &rand_bytes(31, 300_000));
+    cli(&repo, &cache, &["backup", path_str(&src)], 0);
+    let opened = lib_open(&repo, &t.dir.path().join("own-cache"));
+    write(&src.join("sub/new.bin"), &rand_bytes(32, 300_000));
+    cli(&repo, &cache, &["backup", path_str(&src)], 0);
+
+    let ids = snapshot_ids(&opened);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let newest = (ids[1], load_snap(&opened, &ids[1]));
+    let mut changes = Vec::new();
+    let report = larder::maintenance::repair_snapshots::repair_snapshots(
+        &opened,
+        &[newest],
+        Default::default(),
+        &mut |id, c| changes.push((*id, c.clone())),
+    )
+    .unwrap();
+    assert_eq!(report.checked, 1);
+    assert!(
+        changes.is_empty() && report.repaired.is_empty(),
+        "a whole snapshot was repaired: {changes:?}"
+    );
+    assert_eq!(snapshot_ids(&opened), ids, "a snapshot was saved");
+    let files = files_of(&opened, &ids[1]);
+    assert!(
+        files.keys().any(|p| p.ends_with("/sub/new.bin")),
+        "{:?}",
+        files.keys()
+    );
+}
