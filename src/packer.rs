@@ -22,8 +22,46 @@ use crate::repository::Repository;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use serde::Serialize;
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+/// The IDs of the blobs listed by the segments a [`Packer`] has written
+/// since they were last taken, each reported once its segment is in the
+/// index cache ([`Packer::report_segments_to`]). A backup forgets them from
+/// the blobs it has sent: from then on the index answers for them.
+#[derive(Default)]
+pub struct Segmented {
+    ids: Mutex<Vec<Id>>,
+    /// Whether `ids` may hold any: [`Segmented::take`] asks this first,
+    /// without the lock, at every new blob.
+    pending: AtomicBool,
+}
+
+impl Segmented {
+    fn push(&self, seg: &IndexSegment) -> Result<()> {
+        let mut ids = self
+            .ids
+            .lock()
+            .map_err(|_| Error::internal("the segmented blobs lock is poisoned"))?;
+        ids.extend(seg.packs.iter().flat_map(|p| p.blobs.iter().map(|b| b.id)));
+        self.pending.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The IDs reported since the last call (none, without locking, when
+    /// there are none).
+    pub fn take(&self) -> Result<Vec<Id>> {
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return Ok(Vec::new());
+        }
+        let mut ids = self
+            .ids
+            .lock()
+            .map_err(|_| Error::internal("the segmented blobs lock is poisoned"))?;
+        Ok(std::mem::take(&mut *ids))
+    }
+}
 
 /// Counters kept by a [`Packer`].
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -146,6 +184,8 @@ pub struct Packer<'r> {
     uploader: Uploader,
     /// The run's repository lock, checked before every write.
     lock: Option<LockHandle>,
+    /// Where the blobs of each segment written are reported, if anywhere.
+    segmented: Option<Arc<Segmented>>,
     /// What this packer stored.
     pub stats: PackerStats,
 }
@@ -174,8 +214,15 @@ impl<'r> Packer<'r> {
             unsegmented_since: None,
             uploader: Uploader::spawn(repo.backend_arc(), lock.clone()),
             lock,
+            segmented: None,
             stats: PackerStats::default(),
         })
+    }
+
+    /// From now on, reports to `to` the blobs of every segment this packer
+    /// writes, once the index cache holds it.
+    pub fn report_segments_to(&mut self, to: Arc<Segmented>) {
+        self.segmented = Some(to);
     }
 
     /// Whether blob `id` is already stored or queued.
@@ -328,6 +375,9 @@ impl<'r> Packer<'r> {
         self.repo
             .index()?
             .absorb_writing(&seg, || index::write_segment(backend, keys, &seg))?;
+        if let Some(to) = &self.segmented {
+            to.push(&seg)?;
+        }
         Ok(Some(seg))
     }
 
@@ -384,14 +434,32 @@ pub(crate) mod tests {
         let d = tempfile::tempdir().unwrap();
         let repo = test_repository(d.path());
         let mut p = Packer::new(&repo).unwrap();
+        let segmented = Arc::new(Segmented::default());
+        p.report_segments_to(segmented.clone());
         let n = 2 * index::SEGMENT_BLOBS + 5000;
         let mut ids = HashSet::new();
+        let mut reported = Vec::new();
         for i in 0..n as u64 {
             let (id, new) = p.add(BlobType::Data, &i.to_le_bytes()).unwrap();
             assert!(new);
             ids.insert(id);
+            // Reported once the index holds them, while the run goes on.
+            let now = segmented.take().unwrap();
+            assert!(
+                now.iter()
+                    .all(|id| repo.index().unwrap().contains(id).unwrap())
+            );
+            reported.extend(now);
         }
+        assert!(
+            reported.len() >= index::SEGMENT_BLOBS,
+            "{} blobs reported before the end",
+            reported.len()
+        );
         let stats = p.finish().unwrap();
+        reported.extend(segmented.take().unwrap());
+        assert_eq!(reported.len(), n, "a blob reported twice or never");
+        assert_eq!(reported.into_iter().collect::<HashSet<_>>(), ids);
         assert!(
             stats.packs_written < PACKS_PER_SEGMENT as u64,
             "{} packs: the pack count would end a segment",

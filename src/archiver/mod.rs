@@ -261,6 +261,7 @@ fn run_pipeline(
     } else {
         Some(store::Store::new(repo, lock)?)
     };
+    let segmented = store.as_ref().map(store::Store::segmented).transpose()?;
     let walked = std::thread::scope(|scope| {
         let stop = &scan_stop;
         // The totals for a percentage and an ETA cost a second walk: only
@@ -279,7 +280,7 @@ fn run_pipeline(
             }
         };
         let sink = SharedSink::new(
-            BlobSink::new(repo, tx),
+            BlobSink::new(repo, tx, segmented),
             store.as_ref().map(|s| s as &dyn store::Put),
         );
         let (walked, summary, warnings, parent, trees) = walk_with_readers(

@@ -20,11 +20,11 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::lock::LockHandle;
 use crate::pack::BlobType;
-use crate::packer::{Packer, PackerStats, seal_blob};
+use crate::packer::{Packer, PackerStats, Segmented, seal_blob};
 use crate::repository::Repository;
 use crossbeam_channel::{Sender, bounded};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::{Scope, ScopedJoinHandle};
 
 /// Batches waiting in the channel (each about 1 MiB: see the archiver).
@@ -58,6 +58,17 @@ impl<'r> Store<'r> {
             sampler: Sampler::new(sample_budget(repo)),
             failed: AtomicBool::new(false),
         })
+    }
+
+    /// The blobs of the segments the packer writes from now on, reported
+    /// as each is indexed ([`crate::packer::Segmented`]).
+    pub fn segmented(&self) -> Result<Arc<Segmented>> {
+        let to = Arc::new(Segmented::default());
+        self.packer
+            .lock()
+            .map_err(|_| Error::internal("packer lock poisoned"))?
+            .report_segments_to(to.clone());
+        Ok(to)
     }
 
     /// Flushes the last pack and index segment; returns what was stored.
