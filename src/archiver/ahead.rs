@@ -9,8 +9,9 @@
 //! their pending answers with it. Requests are served in walk order (the
 //! smallest path by components first: a depth-first walk in byte order of
 //! names needs them in that order), so the pool lists the tree in the
-//! order the walk comes to it. It stops once [`AHEAD`] listings wait for
-//! the walk, and goes on when the walk has taken half of them. The walk
+//! order the walk comes to it. It stops once [`AHEAD`] listings, or
+//! listings of [`AHEAD_ENTRIES`] entries, wait for the walk, and goes on
+//! when the walk has taken them down to half of both. The walk
 //! still decides what to enter; a listing it never takes is dropped.
 //!
 //! When the parent snapshot has a directory, the pool loads its old tree
@@ -54,6 +55,12 @@ use std::thread::Scope;
 /// Listings the pool makes ahead of the walk (made or being made, and not
 /// yet taken) before it stops: bounds the memory they hold.
 pub(super) const AHEAD: usize = 64;
+/// Entries in the listings made ahead and not yet taken at which the pool
+/// stops too (about 150 bytes each): [`AHEAD`] alone bounds listings, not
+/// their size, and 64 directories of 1,000 files held 9.3 MB (heaptrack
+/// of a backup of a million files of 1 KiB); of 100,000 files, it would
+/// have been 64 times that.
+pub(super) const AHEAD_ENTRIES: usize = 16_384;
 /// Page cache of a listing thread's view of the index, in KiB (it only
 /// looks up tree blobs, one per directory; see `blobs::VIEW_CACHE_KIB`).
 const VIEW_CACHE_KIB: u32 = 512;
@@ -101,6 +108,8 @@ pub(super) struct Listing {
     /// made this one, by name in byte order. None when the walk made it:
     /// the walk then asks for them ([`Ahead::ask`]).
     pub(super) below: Option<Vec<(OsString, Pending)>>,
+    /// Its entries, counted ahead while the pool holds it for the walk.
+    counted: Option<Counted>,
 }
 
 /// Lists directory `fs_path`, applies `excluder`'s rules on what it
@@ -117,6 +126,7 @@ pub(super) fn list(fs_path: &Path, excluder: Option<&Excluder>) -> io::Result<Li
             excluded,
             old_tree: None,
             below: None,
+            counted: None,
         });
     }
     let mut anchor: Anchor = None;
@@ -135,6 +145,7 @@ pub(super) fn list(fs_path: &Path, excluder: Option<&Excluder>) -> io::Result<Li
         excluded,
         old_tree: None,
         below: None,
+        counted: None,
     })
 }
 
@@ -158,7 +169,7 @@ impl Pending {
         match self.rx.try_recv() {
             Ok(l) => {
                 settle(&self.shared);
-                return l;
+                return uncount(l);
             }
             Err(TryRecvError::Disconnected) => {
                 if self.claim.swap(WALK, AtomicOrdering::AcqRel) == POOL {
@@ -177,7 +188,7 @@ impl Pending {
         wake(&self.shared);
         let got = self.rx.recv();
         settle(&self.shared);
-        got.unwrap_or_else(|_| list(fs_path, Some(excluder)))
+        got.map_or_else(|_| list(fs_path, Some(excluder)), uncount)
     }
 }
 
@@ -189,14 +200,58 @@ impl Drop for Pending {
     }
 }
 
+/// A listing the walk has taken from the pool: its entries no longer
+/// count ahead.
+fn uncount(l: io::Result<Listing>) -> io::Result<Listing> {
+    l.map(|mut l| {
+        l.counted = None;
+        l
+    })
+}
+
+/// The entries of a listing the pool made, counted ahead (in
+/// [`Queue::entries`]) from just before it is answered until the walk
+/// takes it or it is dropped untaken, wherever that happens.
+struct Counted {
+    shared: Shared,
+    entries: usize,
+}
+
+impl Counted {
+    fn new(shared: &Shared, entries: usize) -> Counted {
+        if let Ok(mut q) = shared.0.lock() {
+            q.entries += entries;
+        }
+        Counted {
+            shared: shared.clone(),
+            entries,
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        release(&self.shared, 0, self.entries);
+    }
+}
+
 /// A listing the pool made (or is making) was taken or given up: one
-/// fewer ahead. The pool, if it stopped at [`AHEAD`], is woken once half
-/// of those are taken.
+/// fewer ahead.
 fn settle(shared: &Shared) {
+    release(shared, 1, 0);
+}
+
+/// `listings` fewer listings ahead and `entries` fewer entries. The pool,
+/// if it stopped at [`AHEAD`] or [`AHEAD_ENTRIES`], is woken once both are
+/// down to half.
+fn release(shared: &Shared, listings: usize, entries: usize) {
     let resume = {
         let Ok(mut q) = shared.0.lock() else { return };
-        q.ahead = q.ahead.saturating_sub(1);
-        q.ahead == AHEAD / 2 && q.idle > 0
+        let above = q.ahead > AHEAD / 2 || q.entries > AHEAD_ENTRIES / 2;
+        q.ahead = q.ahead.saturating_sub(listings);
+        q.entries = q.entries.saturating_sub(entries);
+        let below = q.ahead <= AHEAD / 2 && q.entries <= AHEAD_ENTRIES / 2;
+        above && below && q.idle > 0
     };
     if resume {
         wake(shared);
@@ -274,6 +329,8 @@ struct Queue {
     waiting: BinaryHeap<Request>,
     /// Listings the pool claimed that the walk has not taken or given up.
     ahead: usize,
+    /// The entries of those the pool has made (counted as it answers).
+    entries: usize,
     /// Threads asleep on the condition variable (woken by the walk, see
     /// [`Pending::take`] and [`settle`]; a busy thread takes the next
     /// request when it comes back for one).
@@ -419,6 +476,7 @@ fn serve(shared: &Shared, enter: &Enter, repo: Option<&Repository>) {
                     return;
                 }
                 if q.ahead < AHEAD
+                    && q.entries < AHEAD_ENTRIES
                     && let Some(r) = q.waiting.pop()
                 {
                     let claimed = r.claim.compare_exchange(
@@ -466,6 +524,10 @@ fn serve(shared: &Shared, enter: &Enter, repo: Option<&Repository>) {
                 l.below = Some(ask_below(shared, enter, &req, &l.entries, old));
             }
             l.old_tree = old_tree;
+            l
+        });
+        let listing = listing.map(|mut l| {
+            l.counted = Some(Counted::new(shared, l.entries.len()));
             l
         });
         // The walk may have stopped waiting (it failed or skipped it).
@@ -724,6 +786,62 @@ mod tests {
             let rest: Vec<Pending> = below.collect();
             assert_eq!(answered(&rest), AHEAD);
             assert_eq!(rest.len() - answered(&rest), 5);
+        });
+    }
+
+    /// The pool also stops once the listings it holds for the walk have
+    /// [`AHEAD_ENTRIES`] entries, however few listings that is, and goes
+    /// on once the walk has taken them down to half.
+    #[test]
+    fn the_pool_stops_at_its_entries_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let (n, k) = (20, 1100);
+        for i in 0..n {
+            let d = dir.path().join(format!("d{i:04}"));
+            std::fs::create_dir(&d).unwrap();
+            for j in 0..k {
+                std::fs::File::create(d.join(format!("f{j:04}"))).unwrap();
+            }
+        }
+        let root = dir.path();
+        let entries = |ahead: &Ahead| ahead.shared.0.lock().unwrap().entries;
+        std::thread::scope(|s| {
+            let ahead = Ahead::spawn(s, 2, &enter(&[]), None);
+            wait_until("both threads asleep", || counts(&ahead).1 == 2);
+            let first = ahead
+                .ask(&root.join("0"), &root.join("0"), 0, None)
+                .unwrap();
+            let asked = ahead.ask(root, root, 0, None).unwrap();
+            assert!(first.take(&root.join("0"), &no_rules()).is_err());
+            wait_until("the pool stops", || {
+                counts(&ahead).1 == 2 && entries(&ahead) >= AHEAD_ENTRIES
+            });
+            let got = asked.take(root, &no_rules()).unwrap();
+            let below: Vec<Pending> = got.below.unwrap().into_iter().map(|(_, p)| p).collect();
+            let answered = |ps: &[Pending]| ps.iter().filter(|p| !p.rx.is_empty()).count();
+            let made = answered(&below);
+            // Each thread checks the count before it lists: two may pass it.
+            let least = (AHEAD_ENTRIES - n).div_ceil(k);
+            assert!(
+                (least..=least + 1).contains(&made),
+                "{made} listings of {k} entries made ahead"
+            );
+            assert!(below[..made].iter().all(|p| !p.rx.is_empty()));
+            assert_eq!(entries(&ahead), made * k, "the root's entries still count");
+            let mut below = below.into_iter();
+            let mut taken = 0;
+            while entries(&ahead) > AHEAD_ENTRIES / 2 {
+                let path = root.join(format!("d{taken:04}"));
+                let l = below.next().unwrap().take(&path, &no_rules()).unwrap();
+                assert_eq!(l.entries.len(), k);
+                taken += 1;
+            }
+            assert!(taken < made, "took a listing the pool had not made");
+            let rest: Vec<Pending> = below.collect();
+            wait_until("the pool goes on", || answered(&rest) == rest.len());
+            // Given up untaken, their entries no longer count.
+            drop(rest);
+            assert_eq!((counts(&ahead).0, entries(&ahead)), (0, 0));
         });
     }
 
