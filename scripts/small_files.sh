@@ -22,16 +22,7 @@ export LARDER_INSECURE_TEST_KDF=1 LARDER_KDF_WORK_FACTOR=10 LARDER_PASSWORD=smal
 mkdir -p "$W"
 for n in $COUNTS; do
     t=$W/tree-$n-$SIZE
-    [ -d "$t" ] || python3 - "$t" "$n" "$SIZE" <<'PY'
-import os, sys
-d, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for i in range(n):
-    sub = os.path.join(d, "d%05d" % (i // 1000))
-    if i % 1000 == 0:
-        os.makedirs(sub, exist_ok=True)
-    with open(os.path.join(sub, "f%07d" % i), "wb") as f:
-        f.write(os.urandom(size))
-PY
+    [ -d "$t" ] || python3 "$(dirname "$0")/small_tree.py" "$t" "$n" "$SIZE"
 done
 for r in $(seq "$ROUNDS"); do
     for n in $COUNTS; do
