@@ -56,10 +56,10 @@ use std::thread::Scope;
 /// yet taken) before it stops: bounds the memory they hold.
 pub(super) const AHEAD: usize = 64;
 /// Entries in the listings made ahead and not yet taken at which the pool
-/// stops too (about 150 bytes each): [`AHEAD`] alone bounds listings, not
-/// their size, and 64 directories of 1,000 files held 9.3 MB (heaptrack
-/// of a backup of a million files of 1 KiB); of 100,000 files, it would
-/// have been 64 times that.
+/// stops too (about 145 bytes each): [`AHEAD`] alone bounds listings, not
+/// their size. 64 listings of directories of 1,000 files held 9.28M as
+/// heaptrack prints it (a backup of a million files of 1 KiB); of
+/// directories of 100,000 files, they would hold a hundred times that.
 pub(super) const AHEAD_ENTRIES: usize = 16_384;
 /// Page cache of a listing thread's view of the index, in KiB (it only
 /// looks up tree blobs, one per directory; see `blobs::VIEW_CACHE_KIB`).
@@ -643,6 +643,18 @@ mod tests {
         (q.ahead, q.idle)
     }
 
+    /// Asks for `root`'s listing behind a first request the walk takes
+    /// itself (a directory that does not exist), which wakes the pool: it
+    /// then lists `root` and what is below it on its own.
+    fn ask_after_a_miss(ahead: &Ahead, root: &Path) -> Pending {
+        let first = ahead
+            .ask(&root.join("0"), &root.join("0"), 0, None)
+            .unwrap();
+        let asked = ahead.ask(root, root, 0, None).unwrap();
+        assert!(first.take(&root.join("0"), &no_rules()).is_err());
+        asked
+    }
+
     fn names_below(l: &Listing) -> Vec<OsString> {
         let below = l.below.as_ref().expect("the pool asked for none below");
         below.iter().map(|(n, _)| n.clone()).collect()
@@ -760,11 +772,7 @@ mod tests {
         std::thread::scope(|s| {
             let ahead = Ahead::spawn(s, 2, &enter(&[]), None);
             wait_until("both threads asleep", || counts(&ahead).1 == 2);
-            let first = ahead
-                .ask(&root.join("0"), &root.join("0"), 0, None)
-                .unwrap();
-            let asked = ahead.ask(root, root, 0, None).unwrap();
-            assert!(first.take(&root.join("0"), &no_rules()).is_err());
+            let asked = ask_after_a_miss(&ahead, root);
             // The root and the first of its subdirectories, in walk order.
             wait_until("the pool stops", || counts(&ahead) == (AHEAD, 2));
             let got = asked.take(root, &no_rules()).unwrap();
@@ -808,11 +816,7 @@ mod tests {
         std::thread::scope(|s| {
             let ahead = Ahead::spawn(s, 2, &enter(&[]), None);
             wait_until("both threads asleep", || counts(&ahead).1 == 2);
-            let first = ahead
-                .ask(&root.join("0"), &root.join("0"), 0, None)
-                .unwrap();
-            let asked = ahead.ask(root, root, 0, None).unwrap();
-            assert!(first.take(&root.join("0"), &no_rules()).is_err());
+            let asked = ask_after_a_miss(&ahead, root);
             wait_until("the pool stops", || {
                 counts(&ahead).1 == 2 && entries(&ahead) >= AHEAD_ENTRIES
             });
