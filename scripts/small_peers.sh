@@ -1,7 +1,8 @@
 #!/bin/bash
 # Many small files, larder against its peers: for each tree of N files of
-# SIZE random bytes (scripts/small_tree.py, 1,000 to a directory) and each
-# tool, in an order that rotates by round, a fresh local repository gets
+# SIZE random bytes (scripts/small_tree.py, 1,000 to a directory), or each
+# tree given by its path, and each tool, in an order that rotates by round,
+# a fresh local repository gets
 # - a cold backup of the tree (read into the page cache just before),
 # - an unchanged second backup,
 # - a restore of the latest snapshot onto tmpfs, whose files are then
@@ -11,9 +12,11 @@
 #
 #   TOOL N STEP WALL_S USER_S SYS_S PEAK_KIB repo BYTES
 #
-# (`repo BYTES`: the repository's size after the step, `du -sb`).
+# (`repo BYTES`: the repository's size after the step, `du -sb`; N is the
+# tree's name for a tree given by its path).
 #
 #   scripts/small_peers.sh ROUNDS "300000 1000000" TOOL...
+#   scripts/small_peers.sh ROUNDS /var/tmp/bigtree TOOL...   # an existing tree
 #
 # TOOL is a larder binary's path, `restic` (from PATH) or `rustic` (from
 # SMALL_RUSTIC, default ~/.cache/larder-bench/rustic/bin/rustic, where
@@ -41,10 +44,22 @@ digest() {
     (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64)
 }
 
+# The tree of item $1 of COUNTS: a path as it is, a count as a tree of
+# that many small files (made here if it is not there yet).
+tree_of() {
+    case $1 in
+        */*) echo "$1" ;;
+        *) echo "$W/tree-$1-$SIZE" ;;
+    esac
+}
+
 declare -A WANT
 for n in $COUNTS; do
-    t=$W/tree-$n-$SIZE
-    [ -d "$t" ] || python3 "$(dirname "$0")/small_tree.py" "$t" "$n" "$SIZE"
+    t=$(tree_of "$n")
+    case $n in
+        */*) [ -d "$t" ] || { echo "$t: no such tree" >&2; exit 2; } ;;
+        *) [ -d "$t" ] || python3 "$(dirname "$0")/small_tree.py" "$t" "$n" "$SIZE" ;;
+    esac
     WANT[$n]=$(digest "$t")
 done
 
@@ -76,12 +91,12 @@ step() { # TOOL N STEP CMD...
         tail -5 "$P/step.log" >&2
         exit 1
     }
-    echo "$(basename "$tool") $n $what $(tail -1 "$P/time") repo $(du -sb "$P/repo" | cut -f1)"
+    echo "$(basename "$tool") $(basename "$n") $what $(tail -1 "$P/time") repo $(du -sb "$P/repo" | cut -f1)"
 }
 
 for r in $(seq "$ROUNDS"); do
     for n in $COUNTS; do
-        t=$W/tree-$n-$SIZE
+        t=$(tree_of "$n")
         k=${#TOOLS[@]}
         for i in $(seq 0 $((k - 1))); do
             tool=${TOOLS[$(((i + r - 1) % k))]}
@@ -103,7 +118,7 @@ for r in $(seq "$ROUNDS"); do
                 rustic) step "$tool" "$n" restore "${X[@]}" restore latest "$OUT" ;;
                 *) step "$tool" "$n" restore "${X[@]}" restore latest --target "$OUT" ;;
             esac
-            got=$(find "$OUT" -type d -name "tree-$n-$SIZE" -print -quit)
+            got=$(find "$OUT" -type d -name "$(basename "$t")" -print -quit)
             if [ -z "$got" ] || [ "$(digest "$got")" != "${WANT[$n]}" ]; then
                 echo "$name $n: the restored files differ from the tree's" >&2
                 exit 1
