@@ -4,7 +4,7 @@
 # `init`; average 256 KiB and maximum 1 MiB as committed). Per round and
 # minimum, in an order that rotates by round: a fresh copy of TREE, a fresh
 # repository (real key), a cold backup, then 100 blocks of 1 KiB edited at
-# random offsets of the copy's largest file (seeded by the round, as
+# random offsets of the copy's largest file (edit.py, seeded by the round, as
 # incr.sh does), the incremental backup, and `snapshots` (the open cost).
 # One line per step: MIN ROUND STEP WALL_S USER_S SYS_S PEAK_KIB repo BYTES.
 set -euo pipefail
@@ -24,16 +24,7 @@ for r in $(seq "$R"); do
             echo "$m $r $1 $(cat "$W/time") repo $(du -sb "$W/repo" | cut -f1)"
         }
         step backup "$W/tree"
-        python3 - "$BIG" "$r" <<'PY'
-import os, random, sys
-path, seed = sys.argv[1], int(sys.argv[2])
-rng = random.Random(seed)
-size = os.path.getsize(path)
-with open(path, "r+b") as f:
-    for _ in range(100):
-        f.seek(rng.randrange(0, size - 1024))
-        f.write(rng.randbytes(1024))
-PY
+        python3 "$(dirname "$0")/edit.py" "$BIG" "$r"
         step backup "$W/tree" | sed 's/ backup / incremental /'
         step snapshots
     done

@@ -3,7 +3,7 @@
 # rustic. TREE is copied to $W/tree; each tool backs the copy up once into a
 # fresh repository of its own (untimed, real keys, own caches). Then each
 # round edits 100 blocks of 1 KiB at random offsets of the copy's largest
-# file (random bytes, seeded by the round) and times, per tool in an order
+# file (edit.py, seeded by the round) and times, per tool in an order
 # that rotates by round: a backup of the copy (the incremental), then
 # `snapshots` (the tool's open cost, to take out for the work). One line per
 # step: TOOL ROUND STEP WALL_S USER_S SYS_S PEAK_KIB.
@@ -29,16 +29,7 @@ run larder init > /dev/null
 for t in larder restic rustic; do run $t backup "$W/tree" > /dev/null 2>&1; done
 TOOLS=(larder restic rustic)
 for r in $(seq "$R"); do
-    python3 - "$BIG" "$r" <<'PY'
-import os, random, sys
-path, seed = sys.argv[1], int(sys.argv[2])
-rng = random.Random(seed)
-size = os.path.getsize(path)
-with open(path, "r+b") as f:
-    for _ in range(100):
-        f.seek(rng.randrange(0, size - 1024))
-        f.write(rng.randbytes(1024))
-PY
+    python3 "$(dirname "$0")/edit.py" "$BIG" "$r"
     find "$W/tree" -type f -print0 | xargs -0 cat > /dev/null
     for i in 0 1 2; do
         t=${TOOLS[$(((i + r - 1) % 3))]}
