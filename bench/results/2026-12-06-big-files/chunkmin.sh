@@ -6,6 +6,7 @@
 # repository (real key), a cold backup, then 100 blocks of 1 KiB edited at
 # random offsets of the copy's largest file (edit.py, seeded by the round, as
 # incr.sh does), the incremental backup, and `snapshots` (the open cost).
+# CHUNKMIN_EDIT=insert inserts the 100 blocks instead (edit.py's modes).
 # One line per step: MIN ROUND STEP WALL_S USER_S SYS_S PEAK_KIB repo BYTES.
 set -euo pipefail
 R=${1:?usage: chunkmin.sh ROUNDS TREE BIN "MIN..."}; TREE=$2; BIN=$3; MINS=($4)
@@ -24,7 +25,7 @@ for r in $(seq "$R"); do
             echo "$m $r $1 $(cat "$W/time") repo $(du -sb "$W/repo" | cut -f1)"
         }
         step backup "$W/tree"
-        python3 "$(dirname "$0")/edit.py" "$BIG" "$r"
+        python3 "$(dirname "$0")/edit.py" "$BIG" "$r" "${CHUNKMIN_EDIT:-overwrite}"
         step backup "$W/tree" | sed 's/ backup / incremental /'
         step snapshots
     done
