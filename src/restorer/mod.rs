@@ -158,6 +158,7 @@ pub fn restore_with_progress(
             batch_bytes: 0,
             batch_files: prepare_descriptors(),
             dirs: Vec::new(),
+            depth: 0,
             hardlinks: HashMap::new(),
             links: Vec::new(),
             tmp_counter: 0,
@@ -204,16 +205,71 @@ fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
     for (d, _anchor) in std::mem::take(&mut r.unselected_dirs) {
         let _ = fs::remove_dir(&d);
     }
-    for d in std::mem::take(&mut r.dirs).into_iter().rev() {
-        if let Err(e) = dest.apply_meta(&d.path, &d.node) {
-            r.report.errors.push(format!("{}: {e}", d.shown));
+    let errors = apply_dir_meta(dest, std::mem::take(&mut r.dirs));
+    r.report.errors.extend(errors);
+}
+
+/// Applies the directories' metadata, deepest first: a directory's mode
+/// may take its owner's search permission away, which would shut out
+/// every directory below it. Directories of one depth hold none of each
+/// other, so each depth's are done in parallel. Returns what failed.
+fn apply_dir_meta(dest: &Destination, dirs: Vec<walk::DirMeta>) -> Vec<String> {
+    use rayon::prelude::*;
+    deepest_first(dirs, |d| d.depth)
+        .into_iter()
+        .flat_map(|level| {
+            level
+                .par_iter()
+                .filter_map(|d| {
+                    let e = dest.apply_meta(&d.path, &d.node).err()?;
+                    Some(format!("{}: {e}", d.shown))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `items` grouped by `depth`, the deepest group first, each group in the
+/// order of `items`.
+fn deepest_first<T>(items: Vec<T>, depth: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
+    let mut levels: Vec<Vec<T>> = Vec::new();
+    for it in items {
+        let k = depth(&it);
+        if levels.len() <= k {
+            levels.resize_with(k + 1, Vec::new);
         }
+        levels[k].push(it);
     }
+    levels.reverse();
+    levels.retain(|l| !l.is_empty());
+    levels
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{only_path, prepare_descriptors, target, walk};
+    use super::{deepest_first, only_path, prepare_descriptors, target, walk};
+
+    /// Every directory comes after all that are deeper, so after everything
+    /// below it; the walk's order is kept within a depth.
+    #[test]
+    fn directories_get_metadata_deepest_first() {
+        // (depth, name) in the walk's order (each directory after what it holds).
+        let walked = vec![(2, "a/b/c"), (1, "a/b"), (1, "a/d"), (0, "a"), (0, "e")];
+        let levels = deepest_first(walked, |d| d.0);
+        let names: Vec<Vec<&str>> = levels
+            .iter()
+            .map(|l| l.iter().map(|d| d.1).collect())
+            .collect();
+        assert_eq!(
+            names,
+            vec![vec!["a/b/c"], vec!["a/b", "a/d"], vec!["a", "e"]]
+        );
+        let none: Vec<Vec<(usize, &str)>> = deepest_first(Vec::new(), |d: &(usize, &str)| d.0);
+        assert!(none.is_empty());
+        // A depth with no directory leaves no empty group.
+        let gap = deepest_first(vec![3usize, 0], |d| *d);
+        assert_eq!(gap, vec![vec![3], vec![0]]);
+    }
 
     /// This process's descriptor table size (`FDSize` in /proc).
     fn fd_table_size() -> u64 {

@@ -44,6 +44,9 @@ const IN_FLIGHT: usize = 2;
 /// A directory whose metadata is applied at the end.
 pub(super) struct DirMeta {
     pub(super) path: PathBuf,
+    /// How many directories of the snapshot hold it (0 for one directly
+    /// in the restored tree's root).
+    pub(super) depth: usize,
     pub(super) node: Node,
     pub(super) shown: String,
     pub(super) _anchor: Anchor,
@@ -84,6 +87,9 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     /// A batch goes to a writer at this many files ([`batch_files`]).
     pub(super) batch_files: usize,
     pub(super) dirs: Vec<DirMeta>,
+    /// The depth of the directory being walked ([`DirMeta::depth`] of its
+    /// subdirectories).
+    pub(super) depth: usize,
     /// (device, inode) of multiply-linked files → first restored path.
     pub(super) hardlinks: HashMap<(u64, u64), (PathBuf, Anchor)>,
     pub(super) links: Vec<PendingLink>,
@@ -197,13 +203,17 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             }
         }
         if let Some(s) = n.subtree {
-            self.tree(&s, &path, anchor.clone(), &shown, included, created)?;
+            self.depth += 1;
+            let walked = self.tree(&s, &path, anchor.clone(), &shown, included, created);
+            self.depth -= 1;
+            walked?;
         }
         if included {
             self.report.dirs += 1;
             if !self.opts.dry_run {
                 self.dirs.push(DirMeta {
                     path,
+                    depth: self.depth,
                     node: n,
                     shown,
                     _anchor: anchor,

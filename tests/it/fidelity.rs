@@ -535,3 +535,99 @@ fn changed_xattr_is_seen_by_the_next_backup() {
     let third = backup(&repo, &opts, &NoProgress).unwrap();
     assert_eq!(attr_of(third.snapshot_id.unwrap())[0].value, b"two");
 }
+
+/// A directory whose mode takes its owner's search permission away gets
+/// that mode only after everything below it has its metadata, so a restore
+/// by that owner completes. Root builds the tree (no user can back up a
+/// directory it cannot search) and restores it as an unprivileged user,
+/// whom no permission check lets through; elsewhere this test has nothing
+/// to run.
+#[test]
+fn a_closed_directory_is_restored_by_its_owner() {
+    use std::os::unix::process::CommandExt;
+    if !is_root() {
+        eprintln!("skipped: only root can back up a directory its owner cannot search");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let (src, target) = (base.path().join("src"), base.path().join("out"));
+    write(
+        &src.join("closed/inner/deep/f.txt"),
+        b"below a closed directory",
+    );
+    write(&src.join("shut/sub/g.txt"), b"below a shut directory");
+    set_mtime(&src.join("closed/inner/deep"), 1_600_000_000, 5);
+    set_mtime(&src.join("closed/inner"), 1_600_000_100, 7);
+    set_mtime(&src.join("shut/sub"), 1_600_000_200, 9);
+    let mode = |p: &str, m: u32| fs::set_permissions(src.join(p), fs::Permissions::from_mode(m));
+    mode("closed/inner", 0o700).unwrap();
+    mode("closed", 0o600).unwrap(); // listable, not searchable
+    mode("shut", 0o000).unwrap();
+    sh(base.path(), "chown -R 65534:65534 src");
+    for args in [vec!["init"], vec!["backup", "src"]] {
+        let out = larder(&repo, &cache)
+            .args(args)
+            .current_dir(base.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // The user reads the repository, writes its lock and shares the cache.
+    sh(
+        base.path(),
+        "chmod -R a+rwX repo cache && (! test -d larder-state || chmod -R a+rwX larder-state) && chmod 0777 .",
+    );
+    let out = larder(&repo, &cache)
+        .arg("restore")
+        .arg(format!("latest:{}", src.display()))
+        .arg("--target")
+        .arg(&target)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("denied"), "{err}");
+    // Checked as root, who searches every directory.
+    for (rel, want) in [
+        ("closed", Some(0o600)),
+        ("closed/inner", Some(0o700)),
+        ("shut", Some(0o000)),
+        ("closed/inner/deep", None),
+    ] {
+        let (a, b) = (
+            fs::symlink_metadata(src.join(rel)).unwrap(),
+            fs::symlink_metadata(target.join(rel)).unwrap(),
+        );
+        assert_eq!(b.mode() & 0o7777, a.mode() & 0o7777, "{rel}");
+        if let Some(m) = want {
+            assert_eq!(a.mode() & 0o7777, m, "{rel} in the source");
+        }
+        assert_eq!((b.uid(), b.gid()), (65534, 65534), "{rel}");
+    }
+    for rel in ["closed/inner/deep", "closed/inner", "shut/sub"] {
+        let (a, b) = (
+            fs::symlink_metadata(src.join(rel)).unwrap(),
+            fs::symlink_metadata(target.join(rel)).unwrap(),
+        );
+        assert_eq!(
+            (b.mtime(), b.mtime_nsec()),
+            (a.mtime(), a.mtime_nsec()),
+            "{rel}"
+        );
+    }
+    assert_eq!(
+        fs::read(target.join("closed/inner/deep/f.txt")).unwrap(),
+        b"below a closed directory"
+    );
+    assert_eq!(
+        fs::read(target.join("shut/sub/g.txt")).unwrap(),
+        b"below a shut directory"
+    );
+}
