@@ -221,7 +221,7 @@ fn apply_dir_meta(dest: &Destination, dirs: Vec<walk::DirMeta>) -> Vec<String> {
             level
                 .par_iter()
                 .filter_map(|d| {
-                    let e = dest.apply_meta(&d.path, &d.node).err()?;
+                    let e = dest.apply_dir_meta(&d.path, &d.node, d.owned).err()?;
                     Some(format!("{}: {e}", d.shown))
                 })
                 .collect::<Vec<_>>()

@@ -145,19 +145,28 @@ impl Destination {
         n: &Node,
         owned: bool,
     ) -> Result<()> {
-        self.set_meta(MetaTarget::File(f, path), n, owned)
+        let now = owned.then(|| self.create_mode(n));
+        self.set_meta(MetaTarget::File(f, path), n, now)
     }
 
     /// Ownership (as root), mode (not for symlinks) and times, without
     /// following a symlink at `path`.
     pub(super) fn apply_meta(&self, path: &Path, n: &Node) -> Result<()> {
-        self.set_meta(MetaTarget::Path(path), n, false)
+        self.set_meta(MetaTarget::Path(path), n, None)
+    }
+
+    /// [`Self::apply_meta`] for a directory; `owned`: this run made it
+    /// (owner-only, see [`Self::safe_mkdir`]) with our user and group.
+    pub(super) fn apply_dir_meta(&self, path: &Path, n: &Node, owned: bool) -> Result<()> {
+        self.set_meta(MetaTarget::Path(path), n, owned.then_some(0o700))
     }
 
     /// Owner, mode (not for symlinks), extended attributes and times, in
     /// that order (a chown clears set-id bits, so the mode comes after it).
-    /// What the target refuses is collected into one `Error::Partial`.
-    fn set_meta(&self, at: MetaTarget<'_>, n: &Node, owned: bool) -> Result<()> {
+    /// `now`: the permission bits of an entry this run created with our
+    /// user and group (None: anything else). What the target refuses is
+    /// collected into one `Error::Partial`.
+    fn set_meta(&self, at: MetaTarget<'_>, n: &Node, now: Option<u32>) -> Result<()> {
         use nix::fcntl::{AT_FDCWD, AtFlags};
         use nix::sys::stat::UtimensatFlags;
         use nix::sys::time::TimeSpec;
@@ -168,7 +177,7 @@ impl Destination {
         };
         let mut problems = Vec::new();
         let (uid, gid, set) = self.owner(n);
-        let has_owner = owned && uid.as_raw() == self.euid && gid.as_raw() == self.egid;
+        let has_owner = now.is_some() && uid.as_raw() == self.euid && gid.as_raw() == self.egid;
         if set && !has_owner {
             let r = match at {
                 MetaTarget::File(f, _) => nix::unistd::fchown(f, Some(uid), Some(gid)),
@@ -184,8 +193,8 @@ impl Destination {
                 problems.push(format!("cannot set owner {uid}:{gid}: {e}"));
             }
         }
-        // A file created with its final mode by its final owner needs no chmod.
-        if n.kind != NodeKind::Symlink && (self.create_mode(n) != n.mode & 0o7777 || !has_owner) {
+        // What was created with its final mode by its final owner needs no chmod.
+        if n.kind != NodeKind::Symlink && (now != Some(n.mode & 0o7777) || !has_owner) {
             let perm = fs::Permissions::from_mode(n.mode);
             match at {
                 MetaTarget::File(f, _) => f.set_permissions(perm),
@@ -227,6 +236,44 @@ impl Destination {
             Ok(())
         } else {
             Err(Error::Partial(problems.join("; ")))
+        }
+    }
+
+    /// Makes `path` a real directory: an existing directory is kept, anything
+    /// else there (a symlink, a file) is removed first, never followed. A new
+    /// directory is owner-only until its own metadata is applied at the end.
+    /// Returns the new directory's group if it was created now and inherited no
+    /// default ACL (which, not the umask, would then decide the modes of files
+    /// created in it). `in_fresh`: the directory `path` is made in was made
+    /// by this run too (and inherited no default ACL).
+    pub(super) fn safe_mkdir(&self, path: &Path, in_fresh: bool) -> std::io::Result<Option<u32>> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mkdir = || fs::DirBuilder::new().mode(0o700).create(path);
+        match mkdir() {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                match fs::symlink_metadata(path) {
+                    Ok(m) if m.is_dir() => return Ok(None),
+                    Ok(_) => fs::remove_file(path)?,
+                    Err(e) if e.kind() == ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+                mkdir()?;
+            }
+            Err(e) => return Err(e),
+        }
+        // Made in a directory this run made (owner-only, so without a
+        // set-group-ID bit, and without a default ACL): nothing was
+        // inherited, the group is ours and, where the umask keeps the
+        // owner's bits, the mode is 0700 already.
+        if in_fresh && self.umask.is_some_and(|m| m & 0o700 == 0) {
+            return Ok(Some(self.egid));
+        }
+        fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
+        if matches!(xattr::get(path, "system.posix_acl_default"), Ok(None)) {
+            Ok(Some(fs::symlink_metadata(path)?.gid()))
+        } else {
+            Ok(None)
         }
     }
 }
@@ -341,28 +388,6 @@ pub(super) fn make_hardlink(existing: &Path, dest: &Path) -> std::io::Result<()>
         Err(e) => return Err(e),
     }
     fs::hard_link(existing, dest)
-}
-
-/// Makes `path` a real directory: an existing directory is kept, anything
-/// else there (a symlink, a file) is removed first, never followed. Returns
-/// the new directory's group if it was created now and inherited no
-/// default ACL (which, not the umask, would then decide the modes of files
-/// created in it).
-pub(super) fn safe_mkdir(path: &Path) -> std::io::Result<Option<u32>> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => return Ok(None),
-        Ok(_) => fs::remove_file(path)?,
-        Err(e) if e.kind() == ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    fs::create_dir(path)?;
-    // Owner-only until its own metadata is applied at the end.
-    fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-    if matches!(xattr::get(path, "system.posix_acl_default"), Ok(None)) {
-        Ok(Some(fs::symlink_metadata(path)?.gid()))
-    } else {
-        Ok(None)
-    }
 }
 
 /// Creates a symlink, FIFO or device node at `dest` (owner-only until its

@@ -47,6 +47,8 @@ pub(super) struct DirMeta {
     /// How many directories of the snapshot hold it (0 for one directly
     /// in the restored tree's root).
     pub(super) depth: usize,
+    /// This run made it with our user and group.
+    pub(super) owned: bool,
     pub(super) node: Node,
     pub(super) shown: String,
     pub(super) _anchor: Anchor,
@@ -172,7 +174,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 }
             };
             if n.kind == NodeKind::Dir {
-                self.dir(path, path_anchor, shown, n, included)?;
+                self.dir(path, path_anchor, shown, n, included, fresh.is_some())?;
             } else if included && let Err(e) = self.entry(&path, path_anchor, &shown, n, &target) {
                 self.error(&shown, e);
             }
@@ -184,6 +186,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
     /// included directory is made and gets its metadata at the end; one
     /// that is only on the way to included paths is made if it has entries
     /// and removed again at the end if nothing was restored in it.
+    /// `in_fresh`: this run made the directory `path` is made in.
     fn dir(
         &mut self,
         path: PathBuf,
@@ -191,10 +194,11 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         shown: String,
         n: Node,
         included: bool,
+        in_fresh: bool,
     ) -> Result<()> {
         let mut created = None;
         if !self.opts.dry_run && (included || n.subtree.is_some()) {
-            match target::safe_mkdir(&path) {
+            match self.dest.safe_mkdir(&path, in_fresh) {
                 Ok(c) => created = c,
                 Err(e) => {
                     self.error(&shown, e);
@@ -214,6 +218,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 self.dirs.push(DirMeta {
                     path,
                     depth: self.depth,
+                    owned: created == Some(self.dest.egid),
                     node: n,
                     shown,
                     _anchor: anchor,

@@ -631,3 +631,68 @@ fn a_closed_directory_is_restored_by_its_owner() {
         b"below a shut directory"
     );
 }
+
+/// A restore into a directory whose set-group-ID bit hands its group to
+/// what is made in it: every restored entry ends with the group the
+/// snapshot recorded, at every depth (the directories the restore makes
+/// are owner-only, without that bit, until their own metadata is applied).
+/// Root only: a user can give a directory only a group of its own.
+#[test]
+fn a_set_group_id_target_hands_no_group_down() {
+    if !is_root() {
+        eprintln!("skipped: only root can give the target a group it is not in");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let (src, target) = (base.path().join("src"), base.path().join("out"));
+    write(&src.join("top.txt"), b"top");
+    write(&src.join("a/one.txt"), b"one");
+    write(&src.join("a/b/two.txt"), b"two");
+    write(&src.join("a/b/c/three.txt"), b"three");
+    sh(base.path(), "chown -R 0:0 src");
+    fs::create_dir(&target).unwrap();
+    sh(base.path(), "chown 0:65534 out && chmod 2777 out");
+    for args in [vec!["init"], vec!["backup", "src"]] {
+        let out = larder(&repo, &cache)
+            .args(args)
+            .current_dir(base.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // What the kernel does without larder: a directory made in the target
+    // takes its group.
+    fs::create_dir(target.join("probe")).unwrap();
+    assert_eq!(fs::metadata(target.join("probe")).unwrap().gid(), 65534);
+    let out = larder(&repo, &cache)
+        .arg("restore")
+        .arg(format!("latest:{}", src.display()))
+        .arg("--target")
+        .arg(&target)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    for rel in [
+        "top.txt",
+        "a",
+        "a/one.txt",
+        "a/b",
+        "a/b/two.txt",
+        "a/b/c",
+        "a/b/c/three.txt",
+    ] {
+        let (a, b) = (
+            fs::symlink_metadata(src.join(rel)).unwrap(),
+            fs::symlink_metadata(target.join(rel)).unwrap(),
+        );
+        assert_eq!((b.uid(), b.gid()), (0, 0), "{rel}");
+        assert_eq!(b.mode(), a.mode(), "{rel}");
+    }
+    assert_eq!(fs::read(target.join("a/b/c/three.txt")).unwrap(), b"three");
+}
