@@ -1,11 +1,13 @@
-"""Summarises restore-*.txt, cold-*.txt and cold-peers-*.txt (this directory) into
-summary.txt: per series, the medians, the ratio of the medians, and in how
-many rounds each of issue 15's targets was met round by round."""
+"""Summarises restore-*.txt, cold-*.txt and cold-peers-*.txt (this directory,
+or the directory given as the only argument) into summary.txt: per series,
+the medians, the ratio of the medians, and in how many rounds each of issue
+15's targets was met round by round."""
 import glob
 import os
+import sys
 from statistics import median
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
 STAGES = ["read", "chunk", "hash", "compress", "encrypt"]
 CORES = 2
 
