@@ -205,7 +205,7 @@ fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
     for (d, _anchor) in std::mem::take(&mut r.unselected_dirs) {
         let _ = fs::remove_dir(&d);
     }
-    let errors = apply_dir_meta(dest, std::mem::take(&mut r.dirs));
+    let errors = finish_dirs(dest, std::mem::take(&mut r.dirs));
     r.report.errors.extend(errors);
 }
 
@@ -213,7 +213,7 @@ fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
 /// may take its owner's search permission away, which would shut out
 /// every directory below it. Directories of one depth hold none of each
 /// other, so each depth's are done in parallel. Returns what failed.
-fn apply_dir_meta(dest: &Destination, dirs: Vec<walk::DirMeta>) -> Vec<String> {
+fn finish_dirs(dest: &Destination, dirs: Vec<walk::DirMeta>) -> Vec<String> {
     use rayon::prelude::*;
     deepest_first(dirs, |d| d.depth)
         .into_iter()
