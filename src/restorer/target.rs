@@ -244,9 +244,9 @@ impl Destination {
     /// directory is owner-only until its own metadata is applied at the end.
     /// Returns the new directory's group if it was created now and inherited no
     /// default ACL (which, not the umask, would then decide the modes of files
-    /// created in it). `in_fresh`: the directory `path` is made in was made
-    /// by this run too (and inherited no default ACL).
-    pub(super) fn safe_mkdir(&self, path: &Path, in_fresh: bool) -> std::io::Result<Option<u32>> {
+    /// created in it). `in_ours`: the directory `path` is made in was made
+    /// by this run too, inherited no default ACL and has our group.
+    pub(super) fn safe_mkdir(&self, path: &Path, in_ours: bool) -> std::io::Result<Option<u32>> {
         use std::os::unix::fs::DirBuilderExt;
         let mkdir = || fs::DirBuilder::new().mode(0o700).create(path);
         match mkdir() {
@@ -262,11 +262,13 @@ impl Destination {
             }
             Err(e) => return Err(e),
         }
-        // Made in a directory this run made (owner-only, so without a
-        // set-group-ID bit, and without a default ACL): nothing was
-        // inherited, the group is ours and, where the umask keeps the
-        // owner's bits, the mode is 0700 already.
-        if in_fresh && self.umask.is_some_and(|m| m & 0o700 == 0) {
+        // Made in a directory this run made with our group (owner-only, so
+        // without a set-group-ID bit, and without a default ACL): nothing
+        // was inherited, the group is ours (whether the filesystem gives a
+        // new directory the process's group or, mounted `grpid`, its
+        // parent's) and, where the umask keeps the owner's bits, the mode
+        // is 0700 already.
+        if in_ours && self.umask.is_some_and(|m| m & 0o700 == 0) {
             return Ok(Some(self.egid));
         }
         fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;

@@ -174,7 +174,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 }
             };
             if n.kind == NodeKind::Dir {
-                self.dir(path, path_anchor, shown, n, included, fresh.is_some())?;
+                self.dir(path, path_anchor, shown, n, included, fresh)?;
             } else if included && let Err(e) = self.entry(&path, path_anchor, &shown, n, &target) {
                 self.error(&shown, e);
             }
@@ -186,7 +186,8 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
     /// included directory is made and gets its metadata at the end; one
     /// that is only on the way to included paths is made if it has entries
     /// and removed again at the end if nothing was restored in it.
-    /// `in_fresh`: this run made the directory `path` is made in.
+    /// `in_fresh`: the group of the directory `path` is made in, if this
+    /// run made it ([`DirTarget::fresh`]).
     fn dir(
         &mut self,
         path: PathBuf,
@@ -194,11 +195,14 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         shown: String,
         n: Node,
         included: bool,
-        in_fresh: bool,
+        in_fresh: Option<u32>,
     ) -> Result<()> {
         let mut created = None;
         if !self.opts.dry_run && (included || n.subtree.is_some()) {
-            match self.dest.safe_mkdir(&path, in_fresh) {
+            match self
+                .dest
+                .safe_mkdir(&path, in_fresh == Some(self.dest.egid))
+            {
                 Ok(c) => created = c,
                 Err(e) => {
                     self.error(&shown, e);

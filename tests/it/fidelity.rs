@@ -622,38 +622,29 @@ fn a_closed_directory_is_restored_by_its_owner() {
     );
 }
 
-/// A restore into a directory whose set-group-ID bit hands its group to
-/// what is made in it: every restored entry ends with the group the
-/// snapshot recorded, at every depth (the directories the restore makes
-/// are owner-only, without that bit, until their own metadata is applied).
-/// Root only: a user can give a directory only a group of its own.
-#[test]
-fn a_set_group_id_target_hands_no_group_down() {
-    if !is_root() {
-        eprintln!("skipped: only root can give the target a group it is not in");
-        return;
-    }
-    let base = tempfile::tempdir().unwrap();
-    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
-    let (src, target) = (base.path().join("src"), base.path().join("out"));
+/// Restores a root-owned tree of nested directories into `target` (made
+/// by `prepare`, which must make the kernel give new entries there group
+/// 65534) and checks that every entry at every depth ends with the group
+/// and mode the snapshot recorded.
+fn groups_are_not_handed_down(base: &Path, target: &Path, prepare: &str) {
+    let (repo, cache, src) = (base.join("repo"), base.join("cache"), base.join("src"));
     write(&src.join("top.txt"), b"top");
     write(&src.join("a/one.txt"), b"one");
     write(&src.join("a/b/two.txt"), b"two");
     write(&src.join("a/b/c/three.txt"), b"three");
-    sh(base.path(), "chown -R 0:0 src");
-    fs::create_dir(&target).unwrap();
-    sh(base.path(), "chown 0:65534 out && chmod 2777 out");
+    sh(base, "chown -R 0:0 src");
+    sh(base, prepare);
     crate::faults::larder_ok(&repo, &cache, &["init"]);
     crate::faults::backup_ok(&repo, &cache, &src);
     // What the kernel does without larder: a directory made in the target
-    // takes its group.
+    // takes the group 65534.
     fs::create_dir(target.join("probe")).unwrap();
     assert_eq!(fs::metadata(target.join("probe")).unwrap().gid(), 65534);
     let out = larder(&repo, &cache)
         .arg("restore")
         .arg(format!("latest:{}", src.display()))
         .arg("--target")
-        .arg(&target)
+        .arg(target)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -675,4 +666,73 @@ fn a_set_group_id_target_hands_no_group_down() {
         assert_eq!(b.mode(), a.mode(), "{rel}");
     }
     assert_eq!(fs::read(target.join("a/b/c/three.txt")).unwrap(), b"three");
+}
+
+/// A restore into a directory whose set-group-ID bit hands its group to
+/// what is made in it: every restored entry ends with the group the
+/// snapshot recorded, at every depth (the directories the restore makes
+/// are owner-only, without that bit, until their own metadata is applied).
+/// Root only: a user can give a directory only a group of its own.
+#[test]
+fn a_set_group_id_target_hands_no_group_down() {
+    if !is_root() {
+        eprintln!("skipped: only root can give the target a group it is not in");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let target = base.path().join("out");
+    groups_are_not_handed_down(
+        base.path(),
+        &target,
+        "mkdir out && chown 0:65534 out && chmod 2777 out",
+    );
+}
+
+/// Unmounts a test's filesystem however the test ends.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// On a filesystem mounted `grpid` every new entry takes its directory's
+/// group, set-group-ID bit or not, down the whole tree the restore makes.
+/// Root only (it mounts an ext4 image through a loop device); where the
+/// image cannot be made or mounted, it says so and has nothing to run.
+#[test]
+fn a_grpid_filesystem_hands_no_group_down() {
+    if !is_root() || !have("mkfs.ext4") {
+        eprintln!("skipped: needs root and mkfs.ext4 to mount an ext4 image with grpid");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (image, mnt) = (base.path().join("fs.img"), base.path().join("mnt"));
+    fs::create_dir(&mnt).unwrap();
+    sh(
+        base.path(),
+        "truncate -s 16M fs.img && mkfs.ext4 -q -F fs.img",
+    );
+    let mounted = Command::new("mount")
+        .arg("-o")
+        .arg("loop,grpid")
+        .arg(&image)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    if !mounted.status.success() {
+        eprintln!(
+            "skipped: cannot mount an ext4 image here: {}",
+            String::from_utf8_lossy(&mounted.stderr)
+        );
+        return;
+    }
+    let _unmount = Mounted(mnt.clone());
+    let target = mnt.join("out");
+    groups_are_not_handed_down(
+        base.path(),
+        &target,
+        &format!("mkdir {0} && chown 0:65534 {0}", target.display()),
+    );
 }
