@@ -37,6 +37,19 @@ pub fn open_dir_path(dir: &Path) -> std::io::Result<File> {
         .open(dir)
 }
 
+/// An `O_PATH` descriptor of directory `name` in the directory `parent` is
+/// a descriptor of (not following a symlink).
+pub fn open_dir_at(parent: &File, name: &OsStr) -> std::io::Result<File> {
+    use nix::fcntl::{OFlag, openat};
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    Ok(File::from(openat(
+        parent,
+        name,
+        flags,
+        nix::sys::stat::Mode::empty(),
+    )?))
+}
+
 /// A path for `name` inside directory `dir` that the kernel accepts, with
 /// the anchor it depends on. `dir` itself is valid while `dir_anchor` is
 /// held. A short enough `dir/name` is used as it is (and depends on what

@@ -9,7 +9,9 @@
 //! filled under a temporary name and renamed into place. Either way an
 //! interrupted restore never leaves a partial file under a real name.
 //! Files are created and named relative to their directory's descriptor and
-//! their metadata is set through their own descriptor (no path lookups).
+//! their metadata is set through their own descriptor; directories are made
+//! and opened relative to their parent's (no path lookups). The trees of a
+//! directory's subdirectories are looked up in the index together.
 //!
 //! The snapshot and the target are untrusted: names are checked (no `..`,
 //! `/` or NUL), every directory on the way is verified to be a real
@@ -165,7 +167,16 @@ pub fn restore_with_progress(
             pid: std::process::id(),
             unselected_dirs: Vec::new(),
         };
-        let walked = r.tree(&root, &opts.target, None, "", false, None);
+        let root = walk::TreeAt {
+            id: root,
+            loc: None,
+        };
+        let at = walk::DirAt {
+            path: &opts.target,
+            anchor: None,
+            fd: None,
+        };
+        let walked = r.tree(root, at, "", false, None);
         let flushed = r.flush().and_then(|()| r.join_pending());
         scan_stop.store(true, Ordering::Relaxed);
         walked?;

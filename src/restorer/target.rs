@@ -239,28 +239,48 @@ impl Destination {
         }
     }
 
-    /// Makes `path` a real directory: an existing directory is kept, anything
-    /// else there (a symlink, a file) is removed first, never followed. A new
-    /// directory is owner-only until its own metadata is applied at the end.
-    /// Returns the new directory's group if it was created now and inherited no
-    /// default ACL (which, not the umask, would then decide the modes of files
-    /// created in it). `in_ours`: the directory `path` is made in was made
-    /// by this run too, inherited no default ACL and has our group.
-    pub(super) fn safe_mkdir(&self, path: &Path, in_ours: bool) -> std::io::Result<Option<u32>> {
-        use std::os::unix::fs::DirBuilderExt;
-        let mkdir = || fs::DirBuilder::new().mode(0o700).create(path);
+    /// Makes `name` in directory `parent` a real directory (`path` names it
+    /// in messages and is valid while `parent` is open): an existing
+    /// directory is kept, anything else there (a symlink, a file) is removed
+    /// first, never followed. Each step is relative to `parent`'s descriptor,
+    /// so no path is looked up again and nothing above `parent` can redirect
+    /// it. A new directory is owner-only until its own metadata is applied
+    /// at the end. Returns the new directory's group if it was created now
+    /// and inherited no default ACL (which, not the umask, would then decide
+    /// the modes of files created in it). `in_ours`: `parent` was made by
+    /// this run too, inherited no default ACL and has our group.
+    pub(super) fn safe_mkdir(
+        &self,
+        parent: &File,
+        name: &OsStr,
+        path: &Path,
+        in_ours: bool,
+    ) -> std::io::Result<Option<u32>> {
+        use nix::errno::Errno;
+        use nix::fcntl::AtFlags;
+        use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
+        let mkdir = || mkdirat(parent, name, Mode::S_IRWXU);
         match mkdir() {
             Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                match fs::symlink_metadata(path) {
-                    Ok(m) if m.is_dir() => return Ok(None),
-                    Ok(_) => fs::remove_file(path)?,
-                    Err(e) if e.kind() == ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
+            Err(Errno::EEXIST) => {
+                match fstatat(parent, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    Ok(st)
+                        if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT
+                            == SFlag::S_IFDIR =>
+                    {
+                        return Ok(None);
+                    }
+                    Ok(_) => nix::unistd::unlinkat(
+                        parent,
+                        name,
+                        nix::unistd::UnlinkatFlags::NoRemoveDir,
+                    )?,
+                    Err(Errno::ENOENT) => {}
+                    Err(e) => return Err(e.into()),
                 }
                 mkdir()?;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
         // Made in a directory this run made with our group (owner-only, so
         // without a set-group-ID bit, and without a default ACL): nothing

@@ -13,6 +13,7 @@ use super::target::{self, DirState, FileJob};
 use super::{Destination, Overwrite, RestoreOptions, RestoreReport};
 use crate::error::{Error, Result};
 use crate::id::Id;
+use crate::index::BlobLocation;
 use crate::localfs::{self, Anchor};
 use crate::progress::Progress;
 use crate::repository::Repository;
@@ -63,6 +64,23 @@ pub(super) struct PendingLink {
     pub(super) _anchors: (Anchor, Anchor),
 }
 
+/// A tree to walk: its ID, and where it is stored if that was looked up
+/// already ([`TreeRestorer::subtree_locations`]; else it is looked up as
+/// it is loaded).
+#[derive(Clone, Copy)]
+pub(super) struct TreeAt {
+    pub(super) id: Id,
+    pub(super) loc: Option<BlobLocation>,
+}
+
+/// The directory a tree is restored into: `path`, valid while `anchor`
+/// lives, and its descriptor if the caller opened it already.
+pub(super) struct DirAt<'a> {
+    pub(super) path: &'a Path,
+    pub(super) anchor: Anchor,
+    pub(super) fd: Option<File>,
+}
+
 /// Where one directory's entries go.
 struct DirTarget<'a> {
     path: &'a Path,
@@ -109,32 +127,40 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         self.report.errors.push(format!("{shown}: {e}"));
     }
 
-    /// Restores tree `id` into `dir` (a path valid while `anchor` lives).
-    /// `fresh`: the group of `dir` if this run created it, so nothing in it
+    /// Restores tree `tree` into directory `at`.
+    /// `fresh`: the group of that directory if this run created it, so nothing in it
     /// needs checking before it is created (tree names are unique), and a
     /// file made in it gets our user and that group.
     pub(super) fn tree(
         &mut self,
-        id: &Id,
-        dir: &Path,
-        anchor: Anchor,
+        tree: TreeAt,
+        at: DirAt<'_>,
         rel: &str,
         ancestor_included: bool,
         fresh: Option<u32>,
     ) -> Result<()> {
-        let t = match self.repo.load_tree(id) {
+        let loaded = match &tree.loc {
+            Some(loc) => self.repo.load_tree_at(&tree.id, loc),
+            None => self.repo.load_tree(&tree.id),
+        };
+        let t = match loaded {
             Ok(t) => t,
             Err(e) => {
                 self.error(rel, e);
                 return Ok(());
             }
         };
+        let DirAt {
+            path: dir,
+            anchor,
+            fd,
+        } = at;
         // This directory's descriptor: files are created and named relative
         // to it (no path lookups), and paths beyond PATH_MAX go through it.
         let dirfd: Anchor = if self.opts.dry_run {
             None
         } else {
-            match localfs::open_dir_path(dir) {
+            match fd.map_or_else(|| localfs::open_dir_path(dir), Ok) {
                 Ok(f) => Some(Arc::new(f)),
                 Err(e) => {
                     self.error(rel, e);
@@ -147,14 +173,14 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             fd: &dirfd,
             fresh,
         };
-        let mut local: Anchor = dirfd.clone();
+        // What of the tree is restored (with whether it is included; None
+        // for an unsafe name), decided first, so that the trees of the
+        // subdirectories walked are looked up together.
+        let mut picked = Vec::with_capacity(t.nodes.len());
         for n in t.nodes {
-            crate::interrupt::check()?;
             let shown = format!("{rel}/{}", n.name_lossy());
             if !is_safe_name(&n.name) {
-                self.report.errors.push(format!(
-                    "{shown:?}: refusing an unsafe name from the snapshot"
-                ));
+                picked.push((n, shown, None));
                 continue;
             }
             let (visible, included) = self.selector.selected(&shown, ancestor_included);
@@ -162,9 +188,30 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             // included (a restore of one file skips the rest of the tree).
             let beside =
                 n.kind == NodeKind::Dir && !included && !self.selector.may_hold_included(&shown);
-            if !visible || beside {
-                continue;
+            if visible && !beside {
+                picked.push((n, shown, Some(included)));
             }
+        }
+        let walked = |(n, _, inc): &(Node, String, Option<bool>)| {
+            (inc.is_some() && n.kind == NodeKind::Dir)
+                .then_some(n.subtree)
+                .flatten()
+        };
+        let ids: Vec<Id> = picked.iter().filter_map(walked).collect();
+        let mut locs = self.subtree_locations(&ids).into_iter();
+        let mut local: Anchor = dirfd.clone();
+        for pick in picked {
+            crate::interrupt::check()?;
+            // Taken for every walked subtree, in order, before anything
+            // may skip the node.
+            let loc = walked(&pick).and_then(|_| locs.next().flatten());
+            let (n, shown, included) = pick;
+            let Some(included) = included else {
+                self.report.errors.push(format!(
+                    "{shown:?}: refusing an unsafe name from the snapshot"
+                ));
+                continue;
+            };
             let name = OsStr::from_bytes(&n.name);
             let (path, path_anchor) = match localfs::child_path(dir, &anchor, name, &mut local) {
                 Ok(p) => p,
@@ -174,7 +221,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 }
             };
             if n.kind == NodeKind::Dir {
-                self.dir(path, path_anchor, shown, n, included, fresh)?;
+                self.dir((path, path_anchor), shown, n, loc, included, &target)?;
             } else if included && let Err(e) = self.entry(&path, path_anchor, &shown, n, &target) {
                 self.error(&shown, e);
             }
@@ -182,27 +229,43 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         Ok(())
     }
 
-    /// Restores directory node `n` at `path` and what is below it. An
-    /// included directory is made and gets its metadata at the end; one
-    /// that is only on the way to included paths is made if it has entries
-    /// and removed again at the end if nothing was restored in it.
-    /// `in_fresh`: the group of the directory `path` is made in, if this
-    /// run made it ([`DirTarget::fresh`]).
+    /// Where trees `ids` (the subdirectories one tree's walk enters) are
+    /// stored, in their order, asked of the index in one read transaction:
+    /// a lookup of its own was two queries, each taking and releasing the
+    /// index's shared lock. Where the index cannot answer, each tree is
+    /// looked up again as it is loaded (which reports the error with its
+    /// path).
+    fn subtree_locations(&self, ids: &[Id]) -> Vec<Option<BlobLocation>> {
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        self.repo
+            .lookup_many(ids)
+            .unwrap_or_else(|_| vec![None; ids.len()])
+    }
+
+    /// Restores directory node `n` at `path` (valid while `anchor` lives)
+    /// and what is below it. An included directory is made and gets its
+    /// metadata at the end; one that is only on the way to included paths
+    /// is made if it has entries and removed again at the end if nothing
+    /// was restored in it.
+    /// `loc`: where its tree is stored, if looked up already. `parent`:
+    /// the directory it is made in (its descriptor is None in a dry run).
     fn dir(
         &mut self,
-        path: PathBuf,
-        anchor: Anchor,
+        (path, anchor): (PathBuf, Anchor),
         shown: String,
         n: Node,
+        loc: Option<BlobLocation>,
         included: bool,
-        in_fresh: Option<u32>,
+        parent: &DirTarget<'_>,
     ) -> Result<()> {
+        let name = OsStr::from_bytes(&n.name);
+        let parent_fd = parent.fd.as_deref().filter(|_| !self.opts.dry_run);
         let mut created = None;
-        if !self.opts.dry_run && (included || n.subtree.is_some()) {
-            match self
-                .dest
-                .safe_mkdir(&path, in_fresh == Some(self.dest.egid))
-            {
+        if let Some(pfd) = parent_fd.filter(|_| included || n.subtree.is_some()) {
+            let in_ours = parent.fresh == Some(self.dest.egid);
+            match self.dest.safe_mkdir(pfd, name, &path, in_ours) {
                 Ok(c) => created = c,
                 Err(e) => {
                     self.error(&shown, e);
@@ -211,10 +274,26 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             }
         }
         if let Some(s) = n.subtree {
-            self.depth += 1;
-            let walked = self.tree(&s, &path, anchor.clone(), &shown, included, created);
-            self.depth -= 1;
-            walked?;
+            // Opened relative to the parent, as it was made. If it cannot
+            // be, nothing below it is restored; its own metadata still is.
+            match parent_fd
+                .map(|pfd| localfs::open_dir_at(pfd, name))
+                .transpose()
+            {
+                Ok(fd) => {
+                    self.depth += 1;
+                    let sub = TreeAt { id: s, loc };
+                    let at = DirAt {
+                        path: &path,
+                        anchor: anchor.clone(),
+                        fd,
+                    };
+                    let walked = self.tree(sub, at, &shown, included, created);
+                    self.depth -= 1;
+                    walked?;
+                }
+                Err(e) => self.error(&shown, e),
+            }
         }
         if included {
             self.report.dirs += 1;

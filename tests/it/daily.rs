@@ -421,6 +421,56 @@ fn corrupted_pack_fails_only_the_affected_file() {
     assert!(!out.contains("no errors were found"), "{out}");
 }
 
+/// A directory whose tree blob is damaged (the last of three) is reported
+/// by its path and left empty; the directories before it (whose trees the
+/// restore looks up together with it) and everything below them restore
+/// exactly. A location given to the wrong directory would fail another
+/// directory, or this one with another message.
+#[test]
+fn a_damaged_directory_tree_fails_only_that_directory() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    for d in ["a", "b", "c"] {
+        write(&src.join(d).join("f.txt"), format!("in {d}\n").as_bytes());
+        let deeper = format!("deeper in {d}\n");
+        write(&src.join(d).join("deeper/g.txt"), deeper.as_bytes());
+        // Files between the directories, in the order of names.
+        write(&src.join(format!("{d}.txt")), d.as_bytes());
+    }
+    let id = lib_backup(&repo, &[&src]).snapshot_id.unwrap();
+    let snap = load_snap(&repo, &id);
+    let tid = larder::walker::tree_at(&repo, snap.tree, path_str(&src)).unwrap();
+    let c_tree = repo.load_tree(&tid).unwrap().find(b"c").unwrap().subtree;
+    let c_tree = c_tree.unwrap();
+    let pack_hex = flip_blob_byte(&t, &repo, &c_tree);
+    let named = format!(
+        "blob {c_tree} in {}",
+        larder::backend::Kind::Pack.path(&pack_hex)
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("t");
+    let rep = lib_restore(&repo, &id, &src, &target);
+    assert_eq!(rep.errors.len(), 1, "{:?}", rep.errors);
+    assert!(rep.errors[0].starts_with("/c: "), "{:?}", rep.errors);
+    assert!(rep.errors[0].contains(&named), "{:?}", rep.errors);
+    assert!(target.join("c").is_dir());
+    assert!(list_rel(&target.join("c")).is_empty(), "c is left empty");
+    let mut want = list_rel(&src);
+    want.retain(|p| !p.starts_with("c/"));
+    assert_eq!(list_rel(&target), want);
+    for p in want.iter().filter(|p| p.ends_with(".txt")) {
+        assert_eq!(
+            fs::read(target.join(p)).unwrap(),
+            fs::read(src.join(p)).unwrap(),
+            "{p}"
+        );
+    }
+    assert_eq!(rep.files, 7);
+}
+
 /// Flips one byte inside the (first) blob of file `name` of tree `tid`;
 /// returns the name of the pack it is in.
 fn flip_blob_of(t: &TestRepo, repo: &Repository, tid: &Id, name: &str) -> String {
