@@ -168,6 +168,22 @@ impl Chunker {
         &self,
         reader: &mut R,
         buf: &mut Vec<u8>,
+        f: impl FnMut(&[u8]) -> Result<ControlFlow<()>>,
+        on_err: impl FnMut(std::io::Error) -> Error,
+    ) -> Result<u64> {
+        self.stream_hinted(reader, buf, |_, _| None, f, on_err)
+    }
+
+    /// [`Chunker::stream_while`], asking `hint` first at each chunk's start
+    /// (its offset in the stream and the bytes from there: at least `max`
+    /// of them unless the stream ends) for the chunk's length. A length it
+    /// gives (from 1 to `max`, within the window) is taken without
+    /// scanning; the caller vouches that [`Chunker::cut`] would cut there.
+    pub fn stream_hinted<R: Read + ?Sized>(
+        &self,
+        reader: &mut R,
+        buf: &mut Vec<u8>,
+        mut hint: impl FnMut(u64, &[u8]) -> Option<usize>,
         mut f: impl FnMut(&[u8]) -> Result<ControlFlow<()>>,
         mut on_err: impl FnMut(std::io::Error) -> Error,
     ) -> Result<u64> {
@@ -180,6 +196,8 @@ impl Chunker {
         let (mut start, mut end) = (0usize, 0usize);
         let mut eof = false;
         let mut total = 0u64;
+        // Stream offset of `buf[start]`.
+        let mut at = 0u64;
         loop {
             // Refill until max bytes are available or the stream ends.
             while !eof && end - start < max {
@@ -207,9 +225,12 @@ impl Chunker {
                 return Ok(total);
             }
             let window = &buf[start..end];
+            let hinted = hint(at, window).filter(|&n| n >= 1 && n <= max && n <= window.len());
             // `cut` looks at no more than `max` bytes, so a window that
             // starts with `max` zeros (a hole) is always cut at `zero_cut`.
-            let n = if window.len() >= max && window[..max].iter().all(|&b| b == 0) {
+            let n = if let Some(n) = hinted {
+                n
+            } else if window.len() >= max && window[..max].iter().all(|&b| b == 0) {
                 self.zero_cut
             } else {
                 self.cut(window).max(1)
@@ -218,6 +239,7 @@ impl Chunker {
                 return Ok(total);
             }
             start += n;
+            at += n as u64;
         }
     }
 }

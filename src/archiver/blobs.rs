@@ -220,6 +220,16 @@ impl Views {
     /// Whether the index holds blob `id` (see [`ReadView::contains`]),
     /// asked on a view no other thread is using.
     fn contains(&self, repo: &Repository, id: &Id) -> Result<bool> {
+        self.with_view(repo, |view| view.contains(id))
+    }
+
+    /// Runs `f` on a view no other thread is using (opened if none is
+    /// idle, renewed if this run's sent blobs were forgotten since).
+    fn with_view<T>(
+        &self,
+        repo: &Repository,
+        f: impl FnOnce(&mut ReadView) -> Result<T>,
+    ) -> Result<T> {
         let generation = self.generation.load(Ordering::Acquire);
         let taken = self.idle()?.pop();
         let (mut view, seen) = match taken {
@@ -232,7 +242,7 @@ impl Views {
         if seen != generation {
             view.renew()?;
         }
-        let found = view.contains(id);
+        let found = f(&mut view);
         self.idle()?.push((view, generation));
         found
     }
@@ -296,6 +306,12 @@ impl<'r> SharedSink<'r> {
         inline: bool,
     ) -> Result<Id> {
         let id = id_of(self.repo, &mut zeros.0, ty, data);
+        self.store_as(ty, id, data, inline)
+    }
+
+    /// [`SharedSink::store`] for a blob whose ID `id` is already known
+    /// (the caller hashed `data` with [`SharedSink::blob_id`]).
+    pub(super) fn store_as(&self, ty: BlobType, id: Id, data: &[u8], inline: bool) -> Result<Id> {
         // The sink's lock is released at the end of this statement, before
         // the index is asked.
         let sent = self.lock()?.inflight.contains(&id);
@@ -316,6 +332,21 @@ impl<'r> SharedSink<'r> {
             store.put(ty, id, data)?;
         }
         Ok(id)
+    }
+
+    /// The repository's ID of blob content `data` (its keyed hash).
+    pub(super) fn blob_id(&self, data: &[u8]) -> Id {
+        self.repo.keys().blob_id(data)
+    }
+
+    /// The plaintext length of each of `ids` as the index has it (`None`
+    /// for a blob it does not hold), asked on one view.
+    pub(super) fn plain_lens(&self, ids: &[Id]) -> Result<Vec<Option<u32>>> {
+        self.views.with_view(self.repo, |view| {
+            ids.iter()
+                .map(|id| Ok(view.lookup(id)?.map(|loc| loc.entry.plain_len)))
+                .collect()
+        })
     }
 
     /// Whether every one of `ids` is stored (see

@@ -5,6 +5,7 @@
 //! made while it was read. Also its extended attributes (on the walk).
 
 use super::blobs::{SharedSink, ZeroIds};
+use super::guide::{Guided, Prior};
 use super::split::{self, HelpJob, Helper, RangeReader, Split};
 use super::walk::Archiver;
 use crate::chunker::Chunker;
@@ -51,9 +52,11 @@ pub(super) struct ReaderState {
 /// it). Only `before.size` bytes are read (no read to find the end); a
 /// file that grew, shrank, was touched or replaced meanwhile is caught by
 /// one fstat after the read. With `split`, another worker may read the
-/// second half ([`super::split`]). Runs on a reading worker; an `Err` is
+/// second half ([`super::split`]). With `prior`, the parent's chunks guide
+/// the cuts ([`super::guide`]). Runs on a reading worker; an `Err` is
 /// fatal to the backup (the store stopped, an interrupt), a file problem
 /// is a warning in the outcome.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn read_file(
     st: &mut ReaderState,
     sink: &SharedSink<'_>,
@@ -62,6 +65,7 @@ pub(super) fn read_file(
     opened: std::io::Result<std::fs::File>,
     before: &Stat,
     split: Option<&Split>,
+    prior: Option<&Prior>,
 ) -> Result<ReadOutcome> {
     let mut out = ReadOutcome {
         content: Vec::new(),
@@ -88,6 +92,15 @@ pub(super) fn read_file(
     };
     let inline = before.size <= SEAL_IN_PLACE_MAX;
     let mut read_err: Option<String> = None;
+    let hash = |d: &[u8]| sink.blob_id(d);
+    let max = st.chunker.params().max as usize;
+    let mut guided = prior.and_then(|p| {
+        let follow = p.follow(p.guide(sink)?, before.size, 0, max);
+        Some(Guided {
+            follow,
+            hash: &hash,
+        })
+    });
     let read = {
         let (chunker, buf, zeros) = (&st.chunker, &mut st.buf, &mut st.zeros);
         let mut store = storing(sink, zeros, progress, inline);
@@ -106,6 +119,7 @@ pub(super) fn read_file(
             reader,
             reader_at,
             split,
+            guided.as_mut(),
             &mut store,
             &mut on_err,
         )
@@ -146,6 +160,15 @@ pub(super) fn help(
         return;
     };
     let inline = job.size <= SEAL_IN_PLACE_MAX;
+    let hash = |d: &[u8]| sink.blob_id(d);
+    let max = st.chunker.params().max as usize;
+    let mut guided = job.prior.as_deref().and_then(|p| {
+        let follow = p.follow(p.guide(sink)?, job.size, job.split.from, max);
+        Some(Guided {
+            follow,
+            hash: &hash,
+        })
+    });
     let (chunker, buf, zeros) = (&st.chunker, &mut st.buf, &mut st.zeros);
     let mut store = storing(sink, zeros, progress, inline);
     let mut reader = RangeReader {
@@ -153,20 +176,32 @@ pub(super) fn help(
         pos: job.split.from,
         end: job.size,
     };
-    split::read_helper(chunker, buf, &mut reader, job.size, helper, &mut store);
+    split::read_helper(
+        chunker,
+        buf,
+        &mut reader,
+        job.size,
+        helper,
+        guided.as_mut(),
+        &mut store,
+    );
 }
 
-/// Stores one chunk of a file's data (sealed on this worker if `inline`)
-/// and counts its bytes as done; stops at an interrupt.
+/// Stores one chunk of a file's data (sealed on this worker if `inline`;
+/// with its ID if a guide proved it) and counts its bytes as done; stops
+/// at an interrupt.
 fn storing<'a>(
     sink: &'a SharedSink<'_>,
     zeros: &'a mut ZeroIds,
     progress: &'a dyn Progress,
     inline: bool,
-) -> impl FnMut(&[u8]) -> Result<Id> + 'a {
-    move |c| {
+) -> impl FnMut(&[u8], Option<Id>) -> Result<Id> + 'a {
+    move |c, proved| {
         crate::interrupt::check()?;
-        let id = sink.store(zeros, BlobType::Data, c, inline)?;
+        let id = match proved {
+            Some(id) => sink.store_as(BlobType::Data, id, c, inline)?,
+            None => sink.store(zeros, BlobType::Data, c, inline)?,
+        };
         progress.bytes(c.len() as u64);
         Ok(id)
     }

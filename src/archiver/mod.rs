@@ -11,7 +11,8 @@
 //! (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`readers`] (the workers that read new and changed files while
 //! the walk goes on) and [`file`] (reading and chunking one file, a
-//! large one by two workers: [`split`]),
+//! large one by two workers: [`split`]; a changed one cut along its
+//! parent's chunks where their bytes are unchanged: [`guide`]),
 //! [`blobs`] (hashing and deduplication), [`assemble`] (the walk's nodes
 //! put together in walk order as files are read), [`store`] (compress,
 //! seal, pack, upload), [`root`] (the directories above the backed-up
@@ -26,6 +27,7 @@ mod exclude;
 pub use exclude::{Excluder, with_exclude_files};
 pub use parent::same_file;
 mod file;
+mod guide;
 mod parent;
 mod queue;
 mod readers;

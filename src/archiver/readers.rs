@@ -10,6 +10,7 @@
 
 use super::blobs::{SharedSink, ZeroIds};
 use super::file::{ReadOutcome, ReaderState, help, read_file};
+use super::guide::Prior;
 use super::queue::{Sending, queue};
 use super::split::{HelpJob, Split};
 use crate::chunker::Chunker;
@@ -46,6 +47,9 @@ pub(super) struct ReadJob {
     pub(super) reply: Sender<Result<ReadOutcome>>,
     /// Shared with the file's help job, if it has one.
     pub(super) split: Option<Arc<Split>>,
+    /// The parent's chunks of a changed file, to guide its cuts (shared
+    /// with the help job).
+    pub(super) prior: Option<Arc<Prior>>,
 }
 
 /// The number of reading workers: `LARDER_READ_THREADS`, else one per core.
@@ -89,7 +93,10 @@ pub(super) fn spawn<'scope, 'env, 'r: 'env>(
                     }
                 };
                 let split = job.split.as_deref();
-                let r = read_file(&mut st, sink, progress, &job.path, job.file, &job.md, split);
+                let prior = job.prior.as_deref();
+                let r = read_file(
+                    &mut st, sink, progress, &job.path, job.file, &job.md, split, prior,
+                );
                 // The walk stopped waiting (it failed): nothing to do.
                 let _ = job.reply.send(r);
             }

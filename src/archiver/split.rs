@@ -23,9 +23,11 @@
 //!
 //! Sparse files are read whole by one worker: their holes cost no read.
 
+use super::guide::Guided;
 use crate::chunker::Chunker;
 use crate::error::{Error, Result};
 use crate::id::Id;
+use std::cell::RefCell;
 use std::io::Read;
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
@@ -260,6 +262,8 @@ pub(super) struct HelpJob {
     pub(super) file: std::fs::File,
     pub(super) size: u64,
     pub(super) split: Arc<Split>,
+    /// The parent's chunks of the file, shared with the lead.
+    pub(super) prior: Option<Arc<super::guide::Prior>>,
 }
 
 /// The file open as `f`, opened again by its descriptor (same inode,
@@ -302,30 +306,68 @@ impl std::io::Read for RangeReader<'_> {
     }
 }
 
+/// Stores one chunk, given its ID when a guide proved it; returns the ID.
+pub(super) type StoreFn<'a> = dyn FnMut(&[u8], Option<Id>) -> Result<Id> + 'a;
+
+/// A chunk list in the making: each chunk stored with `store` (given its
+/// ID when a guide proved it), and the guide told what the chunker cut.
+struct Storing<'s, 'g> {
+    store: RefCell<&'s mut StoreFn<'s>>,
+    guided: RefCell<Option<&'s mut Guided<'g>>>,
+}
+
+impl Storing<'_, '_> {
+    /// The chunker's hint at file offset `pos` (see [`super::guide::Follow::hint`]).
+    fn hint(&self, pos: u64, window: &[u8]) -> Option<usize> {
+        let mut g = self.guided.borrow_mut();
+        let g = g.as_deref_mut()?;
+        g.follow.hint(pos, window, g.hash)
+    }
+
+    /// Stores chunk `c`, which starts at file offset `pos`.
+    fn store(&self, pos: u64, c: &[u8]) -> Result<Id> {
+        let mut g = self.guided.borrow_mut();
+        let proved = g.as_deref_mut().and_then(|g| g.follow.proved(pos, c.len()));
+        let id = (self.store.borrow_mut())(c, proved)?;
+        if let (None, Some(g)) = (proved, g.as_deref_mut()) {
+            g.follow.scanned(pos, c.len(), &id);
+        }
+        Ok(id)
+    }
+}
+
 /// Reads a file as its lead: chunks what `reader` gives (the file from
-/// its start), storing each chunk with `store`; with `split`, stops where
+/// its start), storing each chunk with `store` (with its ID when `guided`
+/// proved it, see [`super::guide`]); with `split`, stops where
 /// the helper's chunks take over and then, if the helper stopped before
 /// the end, reads on alone from where its chunks end through
 /// `reader_at(offset)`. Returns the file's chunk IDs and the bytes they
 /// hold. A read error goes through `on_err`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn read_lead<R: Read>(
     chunker: &Chunker,
     buf: &mut Vec<u8>,
     reader: &mut dyn Read,
     mut reader_at: impl FnMut(u64) -> R,
     split: Option<&Split>,
-    store: &mut dyn FnMut(&[u8]) -> Result<Id>,
+    guided: Option<&mut Guided<'_>>,
+    store: &mut StoreFn<'_>,
     on_err: &mut dyn FnMut(std::io::Error) -> Error,
 ) -> Result<(Vec<Id>, u64)> {
     let mut content = Vec::new();
     let mut end = 0u64;
     let mut lead = split.map(Lead::new);
     let mut met = None;
-    chunker.stream_while(
+    let st = Storing {
+        store: RefCell::new(store),
+        guided: RefCell::new(guided),
+    };
+    chunker.stream_hinted(
         reader,
         buf,
+        |at, w| st.hint(at, w),
         |c| {
-            content.push(store(c)?);
+            content.push(st.store(end, c)?);
             end += c.len() as u64;
             match lead.as_mut().map(|l| l.at(end)) {
                 Some(ControlFlow::Break(k)) => {
@@ -346,13 +388,15 @@ pub(super) fn read_lead<R: Read>(
         end = p.start + p.len;
     }
     if !complete {
-        chunker.stream(
+        let base = end;
+        chunker.stream_hinted(
             &mut reader_at(end),
             buf,
+            |at, w| st.hint(base + at, w),
             |c| {
-                content.push(store(c)?);
+                content.push(st.store(end, c)?);
                 end += c.len() as u64;
-                Ok(())
+                Ok(ControlFlow::Continue(()))
             },
             on_err,
         )?;
@@ -363,33 +407,48 @@ pub(super) fn read_lead<R: Read>(
 /// Chunks the second half of a split file as its `helper` (claimed, see
 /// [`Helper::claim`]): `reader` gives the file from [`Split::from`] to the
 /// end (`size` bytes in all). Each chunk past the warm-up is stored with
-/// `store` and published. Its errors are the lead's to meet and report: a
-/// helper that stops early only leaves more to the lead.
+/// `store` (with its ID when `guided` proved it) and published. Its errors
+/// are the lead's to meet and report: a helper that stops early only
+/// leaves more to the lead.
 pub(super) fn read_helper(
     chunker: &Chunker,
     buf: &mut Vec<u8>,
     reader: &mut dyn Read,
     size: u64,
     mut helper: Helper<'_>,
-    store: &mut dyn FnMut(&[u8]) -> Result<Id>,
+    guided: Option<&mut Guided<'_>>,
+    store: &mut StoreFn<'_>,
 ) {
-    let mut start = helper.split.from;
+    let from = helper.split.from;
+    let mut start = from;
     let mut given_up = false;
-    let read = chunker.stream_while(
+    let st = Storing {
+        store: RefCell::new(store),
+        guided: RefCell::new(guided),
+    };
+    let read = chunker.stream_hinted(
         reader,
         buf,
+        |at, w| st.hint(from + at, w),
         |c| {
             let here = start;
             start += c.len() as u64;
             match helper.wanted(here) {
-                None => return Ok(ControlFlow::Continue(())),
+                None => {
+                    // The warm-up: cut only, but a guide still learns
+                    // where the parent's chunks go on.
+                    if let Some(g) = st.guided.borrow_mut().as_deref_mut() {
+                        g.follow.proved(here, c.len());
+                    }
+                    return Ok(ControlFlow::Continue(()));
+                }
                 Some(false) => {
                     given_up = true;
                     return Ok(ControlFlow::Break(()));
                 }
                 Some(true) => {}
             }
-            let id = store(c)?;
+            let id = st.store(here, c)?;
             helper.publish(Piece {
                 start: here,
                 len: c.len() as u64,
@@ -481,14 +540,22 @@ mod tests {
             if let Some((r, h)) = helper {
                 let (c, by_helper) = (&c, &by_helper);
                 s.spawn(move || {
-                    let mut store = |ch: &[u8]| {
+                    let mut store = |ch: &[u8], _: Option<Id>| {
                         by_helper.fetch_add(1, Ordering::Relaxed);
                         Ok(id(ch))
                     };
-                    read_helper(c, &mut Vec::new(), r, data.len() as u64, h, &mut store);
+                    read_helper(
+                        c,
+                        &mut Vec::new(),
+                        r,
+                        data.len() as u64,
+                        h,
+                        None,
+                        &mut store,
+                    );
                 });
             }
-            let mut store = |ch: &[u8]| {
+            let mut store = |ch: &[u8], _: Option<Id>| {
                 by_lead.fetch_add(1, Ordering::Relaxed);
                 Ok(id(ch))
             };
@@ -498,6 +565,7 @@ mod tests {
                 lead_reader,
                 |pos| &data[pos as usize..],
                 Some(&split),
+                None,
                 &mut store,
                 &mut on_err,
             )
@@ -532,13 +600,14 @@ mod tests {
         let c = chunker();
         let data = random(1 << 20, b"late");
         let split = Split::new(data.len() as u64, &at());
-        let mut store = |ch: &[u8]| Ok(id(ch));
+        let mut store = |ch: &[u8], _: Option<Id>| Ok(id(ch));
         let (ids, end) = read_lead(
             &c,
             &mut Vec::new(),
             &mut &data[..],
             |pos| &data[pos as usize..],
             Some(&split),
+            None,
             &mut store,
             &mut on_err,
         )
@@ -584,19 +653,20 @@ mod tests {
         let data = random(1 << 20, b"fail");
         let split = Split::new(data.len() as u64, &at());
         let helper = Helper::claim(&split).unwrap();
-        let mut store = |ch: &[u8]| Ok(id(ch));
+        let mut store = |ch: &[u8], _: Option<Id>| Ok(id(ch));
         let got = read_lead(
             &c,
             &mut Vec::new(),
             &mut FailAfter(&data, 100_000),
             |pos| &data[pos as usize..],
             Some(&split),
+            None,
             &mut store,
             &mut on_err,
         );
         assert!(got.is_err());
         let mut stored = 0;
-        let mut count = |ch: &[u8]| {
+        let mut count = |ch: &[u8], _: Option<Id>| {
             stored += 1;
             Ok(id(ch))
         };
@@ -607,6 +677,7 @@ mod tests {
             &mut &data[data.len() / 2..],
             n,
             helper,
+            None,
             &mut count,
         );
         assert_eq!(stored, 0, "the helper stored chunks no one wants");

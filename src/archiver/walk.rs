@@ -10,6 +10,7 @@ use super::ahead::{self, Ahead, Entry, Listing, Pending};
 use super::assemble::{Assembly, DirPrep, Event, PendingFile};
 use super::blobs::{SharedSink, ZeroIds};
 use super::exclude::Excluder;
+use super::guide::Prior;
 use super::parent::{OldNode, ParentTrees};
 use super::readers::{Job, ReadJob};
 use super::split::{self, HelpJob, Split, SplitAt};
@@ -213,12 +214,19 @@ impl Archiver<'_, '_> {
                 if !same && let Ok(f) = &file {
                     node.xattrs = self.read_xattrs(path, fs_path, Some(f));
                 }
+                // With `--force` the parent is not trusted, not even as a
+                // guide to where the file's chunks are cut.
+                let prior = old
+                    .as_ref()
+                    .filter(|_| !self.opts.force)
+                    .and_then(Prior::new);
                 let help = match &file {
                     Ok(f) if self.split_at.splits(md.size, md.is_sparse()) => {
                         split::reopen(f).ok().map(|file| HelpJob {
                             file,
                             size: md.size,
                             split: Split::new(md.size, &self.split_at),
+                            prior: prior.clone(),
                         })
                     }
                     _ => None,
@@ -229,6 +237,7 @@ impl Archiver<'_, '_> {
                     md: *md,
                     reply,
                     split: help.as_ref().map(|h| h.split.clone()),
+                    prior,
                 };
                 let sent = self.jobs.send(Job::Read(job)).is_ok()
                     && help.is_none_or(|h| self.jobs.send(Job::Help(h)).is_ok());

@@ -309,3 +309,83 @@ fn large_files_read_by_two_workers_equal_ones_read_by_one() {
     assert!(rep.errors.is_empty(), "{:?}", rep.errors);
     assert_eq!(assert_same_tree(&src, &target), list_rel(&src).len());
 }
+
+/// An edit of a file's bytes, and its name.
+type Edit<'a> = (&'a str, &'a dyn Fn(&mut Vec<u8>));
+
+/// A changed large file is cut where its parent's chunks say, wherever
+/// their bytes are still there (`archiver::guide`): edited in place,
+/// with bytes inserted and removed, grown and cut short, read by one
+/// worker or by two. Each snapshot's tree equals that of a backup that
+/// reads the file without the parent (`--force`, one worker), which then
+/// stores nothing new, and it restores byte for byte. Two such backups
+/// at once leave a repository that `check` passes.
+#[test]
+fn a_changed_large_file_is_cut_as_without_its_parent() {
+    let t = TestRepo::new();
+    drop(t.init());
+    let src = t.dir.path().join("src");
+    let p = src.join("image");
+    let old = rand_bytes(91, 12 << 20);
+    write(&p, &old);
+    let repo = t.open().unwrap();
+    let tree_of = |snap: &Id| subtree_of(&repo, load_snap(&repo, snap).tree, &src);
+    let (base, _) = backup_split(&t, &src, &[], false);
+    let base_hex = base.to_hex();
+    let mib = 1 << 20;
+    let in_place = |d: &mut Vec<u8>| {
+        for (i, at) in [100_000, 5 * mib, 9 * mib + 7].into_iter().enumerate() {
+            d[at..at + 4096].copy_from_slice(&rand_bytes(200 + i as u64, 4096));
+        }
+    };
+    let shifted = |d: &mut Vec<u8>| {
+        d.splice(2 * mib..2 * mib, rand_bytes(210, 3000));
+        d.drain(8 * mib..8 * mib + 5000);
+    };
+    let grown = |d: &mut Vec<u8>| d.extend_from_slice(&rand_bytes(220, 300_000));
+    let shortened = |d: &mut Vec<u8>| d.truncate(7 * mib + 12_345);
+    let edits: [Edit<'_>; 4] = [
+        ("in place", &in_place),
+        ("shifted", &shifted),
+        ("grown", &grown),
+        ("shortened", &shortened),
+    ];
+    for (i, (what, edit)) in edits.into_iter().enumerate() {
+        let mut data = old.clone();
+        edit(&mut data);
+        fs::write(&p, &data).unwrap();
+        let split = i % 2 == 1;
+        let (guided, s) = backup_split(&t, &src, &["--parent", &base_hex], split);
+        assert_eq!(s["files_changed"], 1, "{what}: {s}");
+        let stored = data_blobs(&repo);
+        let (plain, _) = backup_split(&t, &src, &["--force"], false);
+        assert_eq!(tree_of(&guided), tree_of(&plain), "{what}");
+        assert_eq!(data_blobs(&repo), stored, "{what}: nothing new");
+        let target = t.dir.path().join(format!("restored-{i}"));
+        let rep = lib_restore(&repo, &guided, &src, &target);
+        assert!(rep.errors.is_empty(), "{what}: {:?}", rep.errors);
+        assert_eq!(assert_same_tree(&src, &target), list_rel(&src).len());
+    }
+
+    // Two guided backups of a newly edited file at once.
+    let mut data = old.clone();
+    in_place(&mut data);
+    shifted(&mut data);
+    fs::write(&p, &data).unwrap();
+    let args = ["--parent", base_hex.as_str()];
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| backup_split(&t, &src, &args, true));
+        let b = s.spawn(|| backup_split(&t, &src, &args, false));
+        (a.join().unwrap().0, b.join().unwrap().0)
+    });
+    assert_eq!(tree_of(&a), tree_of(&b));
+    let (out, err) = cli(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["check", "--read-data"],
+        0,
+    );
+    assert!(out.contains("no errors were found"), "{out}{err}");
+    let (plain, _) = backup_split(&t, &src, &["--force"], false);
+    assert_eq!(tree_of(&a), tree_of(&plain));
+}

@@ -6,7 +6,8 @@
 # file (edit.py, seeded by the round) and times, per tool in an order
 # that rotates by round: a backup of the copy (the incremental), then
 # `snapshots` (the tool's open cost, to take out for the work). One line per
-# step: TOOL ROUND STEP WALL_S USER_S SYS_S PEAK_KIB.
+# step: TOOL ROUND STEP WALL_S USER_S SYS_S PEAK_KIB. INCR_EDIT=insert
+# inserts the 100 blocks instead (edit.py MODE).
 set -euo pipefail
 R=${1:?usage: incr.sh ROUNDS TREE LARDER}; TREE=$2; LARDER=$3
 RUSTIC=${SMALL_RUSTIC:-$HOME/.cache/larder-bench/rustic/bin/rustic}
@@ -29,7 +30,7 @@ run larder init > /dev/null
 for t in larder restic rustic; do run $t backup "$W/tree" > /dev/null 2>&1; done
 TOOLS=(larder restic rustic)
 for r in $(seq "$R"); do
-    python3 "$(dirname "$0")/edit.py" "$BIG" "$r"
+    python3 "$(dirname "$0")/edit.py" "$BIG" "$r" "${INCR_EDIT:-overwrite}"
     find "$W/tree" -type f -print0 | xargs -0 cat > /dev/null
     for i in 0 1 2; do
         t=${TOOLS[$(((i + r - 1) % 3))]}

@@ -1,7 +1,7 @@
 //! A large file read by two workers (`archiver::split`: the lead from its
 //! start, a helper from halfway), with other larder processes: two
 //! backups of it at once on one repository, and a backup killed with
-//! `kill -9` while the two workers read a rewritten copy of it. `check`
+//! `kill -9` while the two workers read a grown copy of it. `check`
 //! passes after each, the next backup completes, and the snapshot
 //! restores byte for byte.
 
@@ -43,10 +43,14 @@ fn a_split_file_beside_another_backup_and_after_kill_9() {
     assert_eq!(b.code, 0, "{}", b.all());
     check_passes(&repo, &cache, false, "after two backups at once");
 
-    // New bytes in the big file, more than two packs' worth: the backup
-    // is killed as its first pack reaches storage, while both workers
-    // read.
-    write(&big, &rand_bytes(503, 40 << 20));
+    // New bytes in the big file, more than two packs' worth, after its
+    // old ones (edited at the start: the lead is guided by the parent's
+    // chunks, see `archiver::guide`, past the edit): the backup is killed
+    // as its first pack reaches storage, while both workers read.
+    let mut data = rand_bytes(501, 20 << 20);
+    data[5000..9000].fill(7);
+    data.extend_from_slice(&rand_bytes(503, 40 << 20));
+    write(&big, &data);
     let packs = pack_files(&repo).0;
     let mut child = backup(&[]);
     let deadline = Instant::now() + Duration::from_secs(120);
