@@ -266,6 +266,8 @@ impl Views {
 /// One sink shared by the walk and the reading workers.
 pub(super) struct SharedSink<'r> {
     repo: &'r Repository,
+    /// Bytes of chunks a guide proved ([`super::guide`]), counted as stored.
+    guided: AtomicU64,
     sink: Mutex<BlobSink<'r>>,
     views: Views,
     /// Where new blobs claimed for sealing in place go (None in a dry run).
@@ -280,6 +282,7 @@ impl<'r> SharedSink<'r> {
     pub(super) fn new(sink: BlobSink<'r>, store: Option<&'r dyn Put>) -> Self {
         SharedSink {
             repo: sink.repo,
+            guided: AtomicU64::new(0),
             sink: Mutex::new(sink),
             views: Views::default(),
             store,
@@ -332,6 +335,16 @@ impl<'r> SharedSink<'r> {
             store.put(ty, id, data)?;
         }
         Ok(id)
+    }
+
+    /// Counts `n` bytes of chunks a guide proved.
+    pub(super) fn note_guided(&self, n: usize) {
+        self.guided.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes of chunks a guide proved so far.
+    pub(super) fn guided(&self) -> u64 {
+        self.guided.load(Ordering::Relaxed)
     }
 
     /// The repository's ID of blob content `data` (its keyed hash).

@@ -163,7 +163,8 @@ pub(super) fn help(
     let hash = |d: &[u8]| sink.blob_id(d);
     let max = st.chunker.params().max as usize;
     let mut guided = job.prior.as_deref().and_then(|p| {
-        let follow = p.follow(p.guide(sink)?, job.size, job.split.from, max);
+        // Its first chunks are stored (and so hashed) past the warm-up.
+        let follow = p.follow(p.guide(sink)?, job.size, job.split.stored_from, max);
         Some(Guided {
             follow,
             hash: &hash,
@@ -199,7 +200,10 @@ fn storing<'a>(
     move |c, proved| {
         crate::interrupt::check()?;
         let id = match proved {
-            Some(id) => sink.store_as(BlobType::Data, id, c, inline)?,
+            Some(id) => {
+                sink.note_guided(c.len());
+                sink.store_as(BlobType::Data, id, c, inline)?
+            }
             None => sink.store(zeros, BlobType::Data, c, inline)?,
         };
         progress.bytes(c.len() as u64);

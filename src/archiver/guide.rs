@@ -15,8 +15,9 @@
 //! - Where a chunk does not match (its bytes changed), the chunker scans
 //!   on. A later cut that lands on one of the parent's cut points (shifted
 //!   by what was inserted or removed before it) is tried again; a scanned
-//!   chunk whose ID is one of the parent's next few says where the parent's
-//!   chunks go on after an insertion or a removal.
+//!   chunk whose ID is one of the parent's (looked for among the next few,
+//!   then among all) says where the parent's chunks go on after an
+//!   insertion or a removal.
 //! - Chunks of zeros are left to the chunker and the zero IDs' cache.
 //!
 //! Whatever the guide proposes, a chunk's ID is the hash of its bytes: a
@@ -32,11 +33,11 @@ use std::sync::{Arc, OnceLock};
 /// Files whose parent had fewer chunks are cut by the chunker alone: a
 /// changed small file is usually changed throughout.
 const MIN_CHUNKS: usize = 4;
-/// Nor is a guide built for more chunks than this (its table holds 8 bytes
-/// a chunk: 2 MiB at most, for files of about 64 GiB).
+/// Nor is a guide built for more chunks than this (its tables hold 16
+/// bytes a chunk: 4 MiB at most, for files of about 64 GiB).
 const MAX_CHUNKS: usize = 1 << 18;
 /// After a scanned chunk, how many of the parent's next chunks are looked
-/// for by its ID.
+/// for by its ID before all of them are.
 const RESYNC: usize = 16;
 
 /// The parent's node of a changed file, and its guide once built.
@@ -46,9 +47,12 @@ pub(super) struct Prior {
 }
 
 /// Where the parent's chunks started: `starts[k]` is chunk `k`'s offset,
-/// the last entry the end of the last chunk whose length is known.
+/// the last entry the end of the last chunk whose length is known. And
+/// those chunks by ID: the first 4 bytes of each ID with its chunk's
+/// number, sorted.
 pub(super) struct Guide {
     starts: Vec<u64>,
+    by_id: Vec<(u32, u32)>,
 }
 
 impl Prior {
@@ -73,7 +77,7 @@ impl Prior {
                 // An index that cannot be read leaves the file to the
                 // chunker; the dedup checks will meet and report it.
                 let lens = sink.plain_lens(&self.node.content).ok()?;
-                Guide::from_lens(&lens)
+                Guide::new(&self.node.content, &lens)
             })
             .as_ref()
     }
@@ -92,17 +96,37 @@ impl Prior {
 }
 
 impl Guide {
-    /// From the parent's chunk lengths, up to the first one unknown.
-    pub(super) fn from_lens(lens: &[Option<u32>]) -> Option<Guide> {
+    /// From the parent's chunk IDs and lengths, up to the first length
+    /// unknown.
+    pub(super) fn new(ids: &[Id], lens: &[Option<u32>]) -> Option<Guide> {
         let mut starts = Vec::with_capacity(lens.len() + 1);
         let mut at = 0u64;
         starts.push(at);
-        for len in lens.iter().map_while(|l| *l) {
+        for len in lens.iter().take(ids.len()).map_while(|l| *l) {
             at += u64::from(len);
             starts.push(at);
         }
-        (starts.len() > 1).then_some(Guide { starts })
+        let known = starts.len() - 1;
+        let mut by_id: Vec<(u32, u32)> = (0..known).map(|k| (prefix(&ids[k]), k as u32)).collect();
+        by_id.sort_unstable();
+        (known > 0).then_some(Guide { starts, by_id })
     }
+
+    /// The first of the parent's chunks whose ID is `id` (of `ids`).
+    fn find(&self, ids: &[Id], id: &Id) -> Option<usize> {
+        let p = prefix(id);
+        let from = self.by_id.partition_point(|e| e.0 < p);
+        self.by_id[from..]
+            .iter()
+            .take_while(|e| e.0 == p)
+            .map(|e| e.1 as usize)
+            .find(|&k| ids.get(k) == Some(id))
+    }
+}
+
+/// The first 4 bytes of `id`, the key of [`Guide`]'s table by ID.
+fn prefix(id: &Id) -> u32 {
+    u32::from_le_bytes([id.0[0], id.0[1], id.0[2], id.0[3]])
 }
 
 /// One reader's position on a guide.
@@ -122,6 +146,8 @@ pub(super) struct Follow<'a> {
     shift: i64,
     /// The parent chunk after the last one matched.
     ahead: usize,
+    /// The guide's table by ID.
+    guide: &'a Guide,
     /// A chunk proved by its hash: its file offset, length and ID.
     proved: Option<(u64, usize, Id)>,
     /// Chunks taken on the guide's word, hashes that did not match,
@@ -134,11 +160,11 @@ pub(super) struct Follow<'a> {
 
 impl<'a> Follow<'a> {
     /// On the parent's chunks `content` whose starts `guide` has, for a
-    /// file read to `size` bytes from offset `from` by a chunker of chunks
-    /// of at most `max` bytes. A reader that starts inside the file (a
-    /// split file's helper) looks for its first matches among the parent's
-    /// chunks around that offset: what was inserted or removed before it
-    /// is not known yet.
+    /// file read to `size` bytes whose first chunk hashed starts at or
+    /// after offset `from`, by a chunker of chunks of at most `max` bytes.
+    /// A reader that starts inside the file (a split file's helper) looks
+    /// for its first matches among the parent's chunks around that offset
+    /// first: what was inserted or removed before it is not known yet.
     pub(super) fn new(
         content: &'a [Id],
         guide: &'a Guide,
@@ -157,6 +183,7 @@ impl<'a> Follow<'a> {
             next: None,
             shift: 0,
             ahead: near.saturating_sub(RESYNC / 2),
+            guide,
             proved: None,
             taken: 0,
             missed: 0,
@@ -236,8 +263,13 @@ impl<'a> Follow<'a> {
         self.scans += 1;
         let from = self.ahead.min(self.ids.len());
         let to = (from + RESYNC).min(self.ids.len());
-        if let Some(k) = self.ids[from..to].iter().position(|x| x == id) {
-            self.matched(pos + len as u64, from + k);
+        let near = self.ids[from..to]
+            .iter()
+            .position(|x| x == id)
+            .map(|k| from + k);
+        let found = near.or_else(|| self.guide.find(self.ids, id));
+        if let Some(k) = found {
+            self.matched(pos + len as u64, k);
         }
     }
 }
@@ -305,7 +337,7 @@ mod tests {
 
     /// [`guided`], with the counts `[taken, missed, scans, zeros]`.
     fn guided_counts(data: &[u8], parent: &(Vec<Id>, Vec<Option<u32>>)) -> (Vec<Id>, [u64; 4]) {
-        let guide = Guide::from_lens(&parent.1).unwrap();
+        let guide = Guide::new(&parent.0, &parent.1).unwrap();
         let hash = |d: &[u8]| id(d);
         let mut g = Guided {
             follow: Follow::new(&parent.0, &guide, data.len() as u64, 0, max()),
@@ -440,7 +472,7 @@ mod tests {
         // Lengths the index does not have: the guide ends there.
         let mut parent = cut(&data);
         parent.1[3] = None;
-        let guide = Guide::from_lens(&parent.1).unwrap();
+        let guide = Guide::new(&parent.0, &parent.1).unwrap();
         assert_eq!(guide.starts.len(), 4);
         let (got, taken, _) = guided(&data, &parent);
         assert_eq!((got, taken), (cut(&data).0, 3));
@@ -450,11 +482,16 @@ mod tests {
     fn a_split_file_is_guided_on_both_halves() {
         let old = random(3_000_000, b"split");
         let parent = cut(&old);
-        let guide = Guide::from_lens(&parent.1).unwrap();
+        let guide = Guide::new(&parent.0, &parent.1).unwrap();
         let edits = [200_000, 900_000, 1_700_000, 2_400_000];
+        // 100 KB removed near the start: at halfway the helper's chunks
+        // are some 20 of the parent's past where they were.
+        let mut far = old.clone();
+        far.drain(100_000..200_000);
         for (what, new) in [
             ("overwritten", overwrite(&old, &edits)),
             ("shifted", shift(&old, &edits)),
+            ("shifted far", far),
         ] {
             let size = new.len() as u64;
             let at = SplitAt {
@@ -470,7 +507,7 @@ mod tests {
                 hash: &hash,
             };
             let mut help = Guided {
-                follow: Follow::new(&parent.0, &guide, size, split.from, max()),
+                follow: Follow::new(&parent.0, &guide, size, split.stored_from, max()),
                 hash: &hash,
             };
             let (ids, end) = std::thread::scope(|s| {

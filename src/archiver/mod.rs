@@ -86,6 +86,10 @@ pub struct BackupResult {
     /// Things worth saying that do not make the snapshot partial (a parent
     /// tree that could not be read, so files below it were read again).
     pub notices: Vec<String>,
+    /// Bytes of changed files stored as chunks the parent snapshot had at
+    /// the same place (hashed, not scanned for cuts: see `guide`). Not
+    /// recorded in the snapshot.
+    pub bytes_guided: u64,
 }
 
 /// What the walk produced: the root tree, its counters and warnings, and
@@ -96,6 +100,8 @@ struct Walked {
     warnings: Vec<String>,
     notices: Vec<String>,
     stored: Option<PackerStats>,
+    /// See [`BackupResult::bytes_guided`].
+    guided: u64,
     /// The new snapshot's trees, and the index's count of removals read
     /// before the walk asked it anything.
     trees: NewTrees,
@@ -217,6 +223,7 @@ pub fn backup(
         summary,
         warnings: walked.warnings,
         notices,
+        bytes_guided: walked.guided,
     })
 }
 
@@ -296,19 +303,20 @@ fn run_pipeline(
         );
         scan_stop.store(true, Ordering::Relaxed);
         let added_plain = sink.added_plain();
+        let guided = sink.guided();
         drop(sink);
         if let Some(workers) = handle {
             workers.join()?;
         }
         let mut summary = summary;
         summary.data_added_plain = added_plain?;
-        Ok((walked, summary, warnings, parent, trees))
+        Ok((walked, summary, warnings, parent, trees, guided))
     });
     // The last pack and segment are written even after a failed walk, so
     // the next run reuses what this one stored. An error of the store
     // stage explains a failed send: report it first.
     let stored = store.map(store::Store::finish).transpose();
-    let (walked, summary, warnings, notices, trees) = walked?;
+    let (walked, summary, warnings, notices, trees, guided) = walked?;
     let stored = stored?;
     Ok(Walked {
         root: walked?,
@@ -316,6 +324,7 @@ fn run_pipeline(
         warnings,
         notices,
         stored,
+        guided,
         trees,
         removals,
     })

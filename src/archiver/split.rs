@@ -99,7 +99,7 @@ pub(super) struct Split {
     /// Where the helper starts: halfway.
     pub(super) from: u64,
     /// Where its stored chunks may start (`from` plus the warm-up).
-    stored_from: u64,
+    pub(super) stored_from: u64,
     half: Mutex<Half>,
     moved: Condvar,
 }

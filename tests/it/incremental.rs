@@ -357,8 +357,14 @@ fn a_changed_large_file_is_cut_as_without_its_parent() {
         let split = i % 2 == 1;
         let (guided, s) = backup_split(&t, &src, &["--parent", &base_hex], split);
         assert_eq!(s["files_changed"], 1, "{what}: {s}");
+        // Most of the file was found where the parent had it, in both
+        // halves of a split file.
+        let by_guide = s["bytes_guided"].as_u64().unwrap();
+        let kept = data.len().min(old.len()) as u64;
+        assert!(by_guide >= kept * 3 / 4 && by_guide <= kept, "{what}: {s}");
         let stored = data_blobs(&repo);
-        let (plain, _) = backup_split(&t, &src, &["--force"], false);
+        let (plain, s) = backup_split(&t, &src, &["--force"], false);
+        assert_eq!(s["bytes_guided"], 0, "{what}: --force: {s}");
         assert_eq!(tree_of(&guided), tree_of(&plain), "{what}");
         assert_eq!(data_blobs(&repo), stored, "{what}: nothing new");
         let target = t.dir.path().join(format!("restored-{i}"));
@@ -376,8 +382,12 @@ fn a_changed_large_file_is_cut_as_without_its_parent() {
     let (a, b) = std::thread::scope(|s| {
         let a = s.spawn(|| backup_split(&t, &src, &args, true));
         let b = s.spawn(|| backup_split(&t, &src, &args, false));
-        (a.join().unwrap().0, b.join().unwrap().0)
+        (a.join().unwrap(), b.join().unwrap())
     });
+    for (_, s) in [&a, &b] {
+        assert!(s["bytes_guided"].as_u64().unwrap() > (8 << 20), "{s}");
+    }
+    let (a, b) = (a.0, b.0);
     assert_eq!(tree_of(&a), tree_of(&b));
     let (out, err) = cli(
         &t.repo_path(),
