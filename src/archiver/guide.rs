@@ -283,6 +283,7 @@ pub(super) struct Guided<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archiver::split::tests::{id, random};
     use crate::archiver::split::{self, Helper, Split, SplitAt};
     use crate::chunker::Chunker;
     use crate::error::{Error, Result};
@@ -293,19 +294,6 @@ mod tests {
 
     fn max() -> usize {
         chunker().params().max as usize
-    }
-
-    fn random(len: usize, seed: &[u8]) -> Vec<u8> {
-        let mut d = vec![0u8; len];
-        blake3::Hasher::new()
-            .update(seed)
-            .finalize_xof()
-            .fill(&mut d);
-        d
-    }
-
-    fn id(c: &[u8]) -> Id {
-        Id(*blake3::hash(c).as_bytes())
     }
 
     /// The chunks the chunker alone makes of `data`: IDs and lengths.

@@ -465,7 +465,7 @@ pub(super) fn read_helper(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -480,7 +480,8 @@ mod tests {
         }
     }
 
-    fn random(len: usize, seed: &[u8]) -> Vec<u8> {
+    /// `len` pseudo-random bytes drawn from `seed`.
+    pub(in crate::archiver) fn random(len: usize, seed: &[u8]) -> Vec<u8> {
         let mut d = vec![0u8; len];
         blake3::Hasher::new()
             .update(seed)
@@ -489,7 +490,8 @@ mod tests {
         d
     }
 
-    fn id(c: &[u8]) -> Id {
+    /// A test's chunk ID: `c`'s unkeyed hash.
+    pub(in crate::archiver) fn id(c: &[u8]) -> Id {
         Id(*blake3::hash(c).as_bytes())
     }
 
