@@ -133,7 +133,6 @@ fn prefix(id: &Id) -> u32 {
 pub(super) struct Follow<'a> {
     /// The parent's chunk IDs with a known start (a prefix of its list).
     ids: &'a [Id],
-    starts: &'a [u64],
     /// The parent's last chunk (cut by its file's end), if known.
     last: Option<usize>,
     /// Bytes the file is read to.
@@ -146,7 +145,7 @@ pub(super) struct Follow<'a> {
     shift: i64,
     /// The parent chunk after the last one matched.
     ahead: usize,
-    /// The guide's table by ID.
+    /// Where the parent's chunks start, and its table by ID.
     guide: &'a Guide,
     /// A chunk proved by its hash: its file offset, length and ID.
     proved: Option<(u64, usize, Id)>,
@@ -176,7 +175,6 @@ impl<'a> Follow<'a> {
         let near = guide.starts[..known].partition_point(|&s| s < from);
         Follow {
             ids: &content[..known],
-            starts: &guide.starts[..=known],
             last: (known == content.len()).then(|| known - 1),
             size,
             max,
@@ -198,7 +196,7 @@ impl<'a> Follow<'a> {
             Some((p, j)) if p == pos => j,
             _ => {
                 let q = u64::try_from(pos as i64 - self.shift).ok()?;
-                self.starts.binary_search(&q).ok()?
+                self.guide.starts.binary_search(&q).ok()?
             }
         };
         // Past the last chunk whose start is known: nothing to try.
@@ -217,7 +215,8 @@ impl<'a> Follow<'a> {
     ) -> Option<usize> {
         let j = self.candidate(pos)?;
         self.next = None;
-        let len = usize::try_from(self.starts[j + 1] - self.starts[j]).ok()?;
+        let starts = &self.guide.starts;
+        let len = usize::try_from(starts[j + 1] - starts[j]).ok()?;
         if len == 0 || len > self.max || len > window.len() {
             return None;
         }
@@ -243,7 +242,7 @@ impl<'a> Follow<'a> {
     /// Parent chunk `j` ends at file offset `end`.
     fn matched(&mut self, end: u64, j: usize) {
         self.next = Some((end, j + 1));
-        self.shift = end as i64 - self.starts[j + 1] as i64;
+        self.shift = end as i64 - self.guide.starts[j + 1] as i64;
         self.ahead = j + 1;
     }
 

@@ -86,9 +86,9 @@ pub struct BackupResult {
     /// Things worth saying that do not make the snapshot partial (a parent
     /// tree that could not be read, so files below it were read again).
     pub notices: Vec<String>,
-    /// Bytes of changed files stored as chunks the parent snapshot had at
-    /// the same place (hashed, not scanned for cuts: see `guide`). Not
-    /// recorded in the snapshot.
+    /// Bytes of changed files stored as chunks of their parent snapshot's,
+    /// found where those bytes still were (hashed, not scanned for cuts:
+    /// see `guide`). Not recorded in the snapshot.
     pub bytes_guided: u64,
 }
 
