@@ -38,6 +38,9 @@
 #   BENCH_RUSTIC_ROOT=~/.cache/larder-bench/rustic   rustic's install root
 #                         (bin/rustic; installed there when missing)
 #   BENCH_SOURCES="<sysroot> /usr/share/doc"   trees copied into the corpus
+#   BENCH_PAIR="restic rustic"   peers whose cold backup and restore onto
+#                         tmpfs are also timed right beside each of larder's
+#                         (empty: none)
 #   BENCH_SYNTH_SEGMENTS=2442 BENCH_SYNTH_BLOBS=4096   synthetic index size: segments
 #                         shaped as larder writes them (64 packs of 64 blobs)
 #   BENCH_SKIP_INSTALL=1  do not run apt-get
@@ -88,6 +91,10 @@ MANY_SNAPS=${BENCH_MANY_SNAPS:-1000}
 part() { [[ $PARTS == *" $1 "* ]]; }
 has_tool() { [[ " ${TOOLS[*]} " == *" $1 "* ]]; }
 say() { printf '\n== %s\n' "$*"; }
+# The peers timed beside larder's cold backups and restores (see
+# peers_cold_beside), among the tools of this run.
+PAIR=()
+for p in ${BENCH_PAIR-restic rustic}; do if has_tool "$p"; then PAIR+=("$p"); fi; done
 
 # ---------------------------------------------------------------- install
 if [ "${BENCH_SKIP_INSTALL:-0}" != 1 ]; then
@@ -183,6 +190,7 @@ meta corpus_bytes "$CORPUS_BYTES"
 meta random_bytes "$RAND_BYTES"
 meta one_file "${ONE_FILE#"$CORPUS"/} ($ONE_BYTES bytes)"
 meta random_generator "python3 random.Random seeded, scripts/bench_data.py randfile"
+meta pair_tools "${PAIR[*]}"
 
 # ---------------------------------------------------------------- tools
 # Each tool: a repository under $W/<tool>-<tag>, its cache beside it.
@@ -387,6 +395,41 @@ untar_beside() {
     rm -rf "$SHM/untar"
 }
 
+# Peers timed beside larder's cold backups and restores onto tmpfs (rows
+# cold_backup_pair and restore_shm_pair, under the peer's name, into and
+# from a repository of their own, tag "pair"). Each tool's slot is minutes
+# from the others', and this shared machine has slow stretches that last
+# about a slot: in 2026-12-07-c larder's whole slot of run 2 was slow, its
+# cold backups taking 2.44-2.68 s against 1.88-2.00 s in run 1 and the
+# `tar | zstd` timed beside them slow by as much, while the peers' slots
+# held. A peer's sample seconds from larder's meets the same machine, so
+# the targets against restic and rustic are judged on these pairs; the
+# slot figures stay in the table beside them. PAIR is set at the top.
+declare -A PAIR_SNAP
+peers_cold_beside() { # RUN
+    local p
+    for p in "${PAIR[@]}"; do
+        use_repo "$p" pair
+        drop_repo "$p" pair
+        tool_init "$p"
+        warm_corpus
+        cmd_backup "$p" s1 "$CORPUS"; measure cold_backup_pair "$p" "$1" "$CORPUS_BYTES" ""
+        PAIR_SNAP[$p]=$(snap_ids "$p" | tail -1)
+    done
+    use_repo larder main
+}
+peers_restore_beside() { # RUN
+    local p
+    for p in "${PAIR[@]}"; do
+        use_repo "$p" pair
+        rm -rf "$SHM/pair"; mkdir -p "$SHM/pair"
+        cmd_restore "$p" "${PAIR_SNAP[$p]}" "$SHM/pair"; measure restore_shm_pair "$p" "$1" "$CORPUS_BYTES" ""
+        rm -rf "$SHM/pair"
+    done
+    use_repo larder main
+}
+peers_drop() { local p; for p in "${PAIR[@]}"; do drop_repo "$p" pair; done; }
+
 # Reads the corpus into the page cache. Done before every cold backup, not
 # only once: this machine runs DAMON reclaim (kdamond), which drops page
 # cache left idle for a few minutes, so whichever tool came last in a run
@@ -412,10 +455,13 @@ slot() { # TOOL RUN
     for ((k = 1; k <= COLD_REPEAT; k++)); do
         drop_repo "$t" main
         tool_init "$t"
+        # The pipeline and the peers on either side of it, in turn.
         if [ "$t" = larder ] && (((r + k) % 2 == 0)); then cold_limits_beside "$r"; fi
+        if [ "$t" = larder ] && (((r + k) % 2 == 1)); then peers_cold_beside "$r"; fi
         warm_corpus
         cmd_backup "$t" s1 "$CORPUS"; measure cold_backup "$t" "$r" "$CORPUS_BYTES" ""
         if [ "$t" = larder ] && (((r + k) % 2 == 1)); then cold_limits_beside "$r"; fi
+        if [ "$t" = larder ] && (((r + k) % 2 == 0)); then peers_cold_beside "$r"; fi
     done
     local rsize
     rsize=$(size_of "$(repo_dir "$t" main)")
@@ -447,10 +493,13 @@ slot() { # TOOL RUN
     local k
     for ((k = 1; k <= REPEAT; k++)); do
         if [ "$t" = larder ] && (((r + k) % 2 == 0)); then untar_beside "$r"; fi
+        if [ "$t" = larder ] && (((r + k) % 2 == 1)); then peers_restore_beside "$r"; fi
         rm -rf "$SHM/restore"; mkdir -p "$SHM/restore"
         cmd_restore "$t" "${ids[0]}" "$SHM/restore"; measure restore_shm "$t" "$r" "$CORPUS_BYTES" ""
         if [ "$t" = larder ] && (((r + k) % 2 == 1)); then untar_beside "$r"; fi
+        if [ "$t" = larder ] && (((r + k) % 2 == 0)); then peers_restore_beside "$r"; fi
     done
+    if [ "$t" = larder ]; then peers_drop; fi
     rm -rf "$SHM/restore"
     rm -rf "$W/restore"; mkdir -p "$W/restore"
     # larder's restore onto disk is judged against a `cp -a` timed right

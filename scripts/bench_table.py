@@ -201,10 +201,12 @@ def open_runs(d, tool):
     return d.per_run("snapshots", tool)
 
 
-def speedup_runs(d, name, base, work=False):
+def speedup_runs(d, name, base, work=False, base_name=None):
     """{run: speed-up of larder over `base` on row `name`}, end to end or as
-    work (each tool's open cost in that run taken out)."""
-    a, b = d.per_run(name, "larder"), d.per_run(name, base)
+    work (each tool's open cost in that run taken out). `base_name` reads
+    the peer's figures from another row (its samples timed beside
+    larder's, `name`_pair)."""
+    a, b = d.per_run(name, "larder"), d.per_run(base_name or name, base)
     if work:
         oa, ob = open_runs(d, "larder"), open_runs(d, base)
         a = {k: v - oa[k] for k, v in a.items() if k in oa}
@@ -251,6 +253,38 @@ def render_refs(d, w):
         rr = ratio_runs(lr, ref)
         ratio = "—" if not rr else f"{med(list(rr.values())):.2f}× ({runs_list(rr, lambda x: f'{x:.2f}×')})"
         w(f"| {label} | {cell(d, name, tool, 'rate')} | {row} | {ratio} |")
+    w("")
+
+
+PAIRS = [
+    ("cold_backup", "cold backup (fresh repository)"),
+    ("restore_shm", "full restore onto tmpfs (`/dev/shm`)"),
+]
+
+
+def render_pairs(d, w):
+    """The peers' samples timed beside larder's, against their own slots."""
+    peers = [t for t in d.tools() if t != "larder" and any(d.has(n + "_pair", t) for n, _ in PAIRS)]
+    if not peers:
+        return
+    w("## Peers timed beside larder")
+    w("")
+    w("Each of larder's cold backups and restores onto tmpfs also has "
+      + " and ".join(f"{t}'s" for t in peers) + " timed right beside it (before it or after it in turn, into and from a "
+      "repository of their own), so that both meet the same minute of this shared machine. "
+      "The targets against those peers are judged on these pairs.")
+    w("")
+    w("| row | peer | peer beside larder | peer in its own slot | larder's speed-up, beside (per run) "
+      "| larder's speed-up, slots (per run) |")
+    w("|---|---|---|---|---|---|")
+    for name, label in PAIRS:
+        for t in peers:
+            if not d.has(name + "_pair", t):
+                continue
+            beside = speedup_runs(d, name, t, base_name=name + "_pair")
+            slots = speedup_runs(d, name, t)
+            w(f"| {label} | {t} | {cell(d, name + '_pair', t, 'rate')} | {cell(d, name, t, 'rate')} "
+              f"| {xs(beside)} | {xs(slots)} |")
     w("")
 
 
@@ -398,8 +432,15 @@ def targets15(d):
             continue
         e, wk = speedup_runs(d, "cold_backup", peer), speedup_runs(d, "cold_backup", peer, work=True)
         ok = all_runs(e, lambda x: x >= need) and all_runs(wk, lambda x: x >= need)
-        out.append((f"cold backup ≥ {need:g}× {peer}'s speed (work and end to end)",
-                    f"work {xs(wk)}; end to end {xs(e)}", ok))
+        measured = f"work {xs(wk)}; end to end {xs(e)}"
+        # Judged on the peer's samples timed beside larder's where the run
+        # has them: its own slot is minutes away.
+        if d.has("cold_backup_pair", peer):
+            pe = speedup_runs(d, "cold_backup", peer, base_name="cold_backup_pair")
+            pw = speedup_runs(d, "cold_backup", peer, work=True, base_name="cold_backup_pair")
+            ok = all_runs(pe, lambda x: x >= need) and all_runs(pw, lambda x: x >= need)
+            measured = f"{peer} beside larder: work {xs(pw)}; end to end {xs(pe)} ({peer}'s own slot: {measured})"
+        out.append((f"cold backup ≥ {need:g}× {peer}'s speed (work and end to end)", measured, ok))
         sz = ratio_runs(d.per_run("repo_size", "larder", "bytes"), d.per_run("repo_size", peer, "bytes"))
         out.append((f"repository no larger than {peer}'s", f"larder / {peer}: {xs(sz)}",
                     all_runs(sz, lambda x: x <= 1.0)))
@@ -435,8 +476,12 @@ def targets15(d):
     for peer, need in [("restic", 3.0), ("rustic", 2.0)]:
         if peer in tools and d.has("restore_shm", peer):
             e = speedup_runs(d, "restore_shm", peer)
-            out.append((f"restore onto tmpfs ≥ {need:g}× {peer}'s speed (end to end)",
-                        f"end to end {xs(e)}; work {xs(speedup_runs(d, 'restore_shm', peer, work=True))}",
+            measured = f"end to end {xs(e)}; work {xs(speedup_runs(d, 'restore_shm', peer, work=True))}"
+            if d.has("restore_shm_pair", peer):
+                e = speedup_runs(d, "restore_shm", peer, base_name="restore_shm_pair")
+                pw = speedup_runs(d, "restore_shm", peer, work=True, base_name="restore_shm_pair")
+                measured = f"{peer} beside larder: end to end {xs(e)}; work {xs(pw)} ({peer}'s own slot: {measured})"
+            out.append((f"restore onto tmpfs ≥ {need:g}× {peer}'s speed (end to end)", measured,
                         all_runs(e, lambda x: x >= need)))
     # Against the pipeline timed beside larder's restores where the run has
     # it: the reference row's single sample is minutes away.
@@ -718,6 +763,7 @@ def render(d):
         w(line + ".")
         w("")
     render_refs(d, w)
+    render_pairs(d, w)
 
     # Stages.
     stages = ["read", "chunk", "hash", "compress", "encrypt"]
