@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Copies a benchmark run's tables into README.md: the main table (the
-daily rows), the reference pipelines and the rows of issue 15's targets
+daily rows), the reference pipelines, the peers timed beside larder (when
+the run has them) and the rows of issue 15's targets
 (matched by the target's text; rows the run does not have, such as the
 10-million-blob ones from a run of part `flat`, are kept). The header
 naming the run and the "What changed" text are written by hand.
@@ -15,6 +16,9 @@ import sys
 ROOT_README = "README.md"
 MAIN_HEAD = "| work | larder | restic |"
 REFS_HEAD = "| pipeline | time | larder's row |"
+# The peers timed beside larder (runs since 2026-12-07-d): copied when the
+# run has that table, which the README must then have too.
+PAIRS_HEAD = "| row | peer | peer beside larder |"
 
 
 def table_at(lines, head):
@@ -30,7 +34,15 @@ def table_at(lines, head):
 
 def regenerated(readme, table):
     out = list(readme)
-    for head in (MAIN_HEAD, REFS_HEAD):
+    heads = [MAIN_HEAD, REFS_HEAD]
+    in_run = any(line.startswith(PAIRS_HEAD) for line in table)
+    in_readme = any(line.startswith(PAIRS_HEAD) for line in out)
+    if in_run != in_readme:
+        sys.exit("readme_tables.py: the table of peers timed beside larder is in "
+                 + ("the run but not in README.md" if in_run else "README.md but not in the run"))
+    if in_run:
+        heads.append(PAIRS_HEAD)
+    for head in heads:
         ti, tj = table_at(table, head)
         ri, rj = table_at(out, head)
         out[ri:rj] = table[ti:tj]

@@ -312,6 +312,76 @@ fn readme_tables_check_names_a_stale_line() {
     );
 }
 
+/// The table of peers timed beside larder is copied only where both the
+/// run and the README have it: a run that has it and a README that does
+/// not (or the other way round) is refused by name, not half copied.
+#[test]
+fn readme_tables_refuse_a_pairs_table_on_one_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let table = std::fs::read_to_string(
+        root()
+            .join("bench/results")
+            .join(tabled_run())
+            .join("table.md"),
+    )
+    .unwrap();
+    let pairs = "| row | peer | peer beside larder | peer in its own slot | a | b |\n|---|---|---|---|---|---|\n\
+                 | cold backup (fresh repository) | restic | 1 s | 1 s | 3.00× | 3.00× |\n";
+    let has = |text: &str| text.contains("| row | peer | peer beside larder |");
+    let run = dir.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    let script = |readme_text: &str, table_text: &str| {
+        std::fs::write(dir.path().join("README.md"), readme_text).unwrap();
+        std::fs::write(run.join("table.md"), table_text).unwrap();
+        Command::new("python3")
+            .arg(root().join("scripts/readme_tables.py"))
+            .arg(&run)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let with = |text: &str| format!("{text}\n{pairs}\n");
+    // The text with the pairs table (its head and the table lines under
+    // it) taken out.
+    let without = |text: &str| {
+        let mut out = Vec::new();
+        let mut in_pairs = false;
+        for l in text.lines() {
+            in_pairs = if l.starts_with("| row | peer | peer beside larder |") {
+                true
+            } else {
+                in_pairs && l.starts_with('|')
+            };
+            if !in_pairs {
+                out.push(l);
+            }
+        }
+        out.join("\n")
+    };
+    // Each refused: README.md is left as it was.
+    for (readme_text, table_text, said) in [
+        (
+            without(&readme),
+            with(&without(&table)),
+            "in the run but not in README.md",
+        ),
+        (
+            with(&without(&readme)),
+            without(&table),
+            "in README.md but not in the run",
+        ),
+    ] {
+        assert_ne!(has(&readme_text), has(&table_text));
+        let out = script(&readme_text, &table_text);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(said), "{err}");
+        let after = std::fs::read_to_string(dir.path().join("README.md")).unwrap();
+        assert_eq!(after, readme_text);
+    }
+}
+
 /// Samples of two runs for a verdict judged against a reference pipeline:
 /// larder's `row` at `walls` in each run, its open cost, the distant
 /// reference samples `distant` (row, wall) and, given `beside`, run 1's
