@@ -272,7 +272,7 @@ def render_pairs(d, w):
     w("Each of larder's cold backups and restores onto tmpfs also has "
       + " and ".join(f"{t}'s" for t in peers) + " timed right beside it (before it or after it in turn, into and from a "
       "repository of their own), so that both meet the same minute of this shared machine. "
-      "The targets against those peers are judged on these pairs.")
+      "Issue 15's targets against those peers for these two rows are judged on these pairs.")
     w("")
     w("| row | peer | peer beside larder | peer in its own slot | larder's speed-up, beside (per run) "
       "| larder's speed-up, slots (per run) |")
