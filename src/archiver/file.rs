@@ -5,7 +5,7 @@
 //! made while it was read. Also its extended attributes (on the walk).
 
 use super::blobs::{SharedSink, ZeroIds};
-use super::guide::{Guided, Prior};
+use super::guide::Prior;
 use super::split::{self, HelpJob, Helper, RangeReader, Split};
 use super::walk::Archiver;
 use crate::chunker::Chunker;
@@ -94,13 +94,7 @@ pub(super) fn read_file(
     let mut read_err: Option<String> = None;
     let hash = |d: &[u8]| sink.blob_id(d);
     let max = st.chunker.params().max as usize;
-    let mut guided = prior.and_then(|p| {
-        let follow = p.follow(p.guide(sink)?, before.size, 0, max);
-        Some(Guided {
-            follow,
-            hash: &hash,
-        })
-    });
+    let mut guided = prior.and_then(|p| p.guided(sink, &hash, before.size, 0, max));
     let read = {
         let (chunker, buf, zeros) = (&st.chunker, &mut st.buf, &mut st.zeros);
         let mut store = storing(sink, zeros, progress, inline);
@@ -162,14 +156,12 @@ pub(super) fn help(
     let inline = job.size <= SEAL_IN_PLACE_MAX;
     let hash = |d: &[u8]| sink.blob_id(d);
     let max = st.chunker.params().max as usize;
-    let mut guided = job.prior.as_deref().and_then(|p| {
-        // Its first chunks are stored (and so hashed) past the warm-up.
-        let follow = p.follow(p.guide(sink)?, job.size, job.split.stored_from, max);
-        Some(Guided {
-            follow,
-            hash: &hash,
-        })
-    });
+    // Its first chunks are stored (and so hashed) past the warm-up.
+    let from = job.split.stored_from;
+    let mut guided = job
+        .prior
+        .as_deref()
+        .and_then(|p| p.guided(sink, &hash, job.size, from, max));
     let (chunker, buf, zeros) = (&st.chunker, &mut st.buf, &mut st.zeros);
     let mut store = storing(sink, zeros, progress, inline);
     let mut reader = RangeReader {

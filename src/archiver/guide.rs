@@ -82,16 +82,23 @@ impl Prior {
             .as_ref()
     }
 
-    /// A reader's walk along the guide, for a file read to `size` bytes
-    /// from offset `from` by a chunker of chunks of at most `max` bytes.
-    pub(super) fn follow<'a>(
+    /// A reader's guide, for a file read to `size` bytes whose first
+    /// stored chunk starts at or after offset `from`, by a chunker of
+    /// chunks of at most `max` bytes, proving chunks with `hash`. `None`
+    /// if the guide cannot be built (see [`Prior::guide`]).
+    pub(super) fn guided<'a>(
         &'a self,
-        guide: &'a Guide,
+        sink: &SharedSink<'_>,
+        hash: &'a (dyn Fn(&[u8]) -> Id + Sync),
         size: u64,
         from: u64,
         max: usize,
-    ) -> Follow<'a> {
-        Follow::new(&self.node.content, guide, size, from, max)
+    ) -> Option<Guided<'a>> {
+        let guide = self.guide(sink)?;
+        Some(Guided {
+            follow: Follow::new(&self.node.content, guide, size, from, max),
+            hash,
+        })
     }
 }
 

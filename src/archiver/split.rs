@@ -434,14 +434,10 @@ pub(super) fn read_helper(
             let here = start;
             start += c.len() as u64;
             match helper.wanted(here) {
-                None => {
-                    // The warm-up: cut only, but a guide still learns
-                    // where the parent's chunks go on.
-                    if let Some(g) = st.guided.borrow_mut().as_deref_mut() {
-                        g.follow.proved(here, c.len());
-                    }
-                    return Ok(ControlFlow::Continue(()));
-                }
+                // The warm-up: cut only. A chunk the guide proved here has
+                // already moved it on (a proof left unused is never taken:
+                // it names this offset).
+                None => return Ok(ControlFlow::Continue(())),
                 Some(false) => {
                     given_up = true;
                     return Ok(ControlFlow::Break(()));
