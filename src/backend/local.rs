@@ -15,7 +15,7 @@
 //! backup loads its parent's trees one at a time, mostly from one pack, and
 //! opening it for each cost three system calls and a path lookup.
 
-use super::{Backend, Entry, Kind, Staged, StagedFile};
+use super::{Backend, Entry, Kind, Staged, StagedFile, TMP_PREFIX};
 use crate::error::{Error, Result};
 use std::collections::VecDeque;
 use std::fs::{self, File, OpenOptions};
@@ -26,9 +26,6 @@ use std::sync::{Arc, Mutex};
 
 /// Packs kept open for range reads.
 const OPEN_PACKS: usize = 8;
-
-/// Prefix of in-flight temporary files; listings skip them.
-const TMP_PREFIX: &str = ".tmp-";
 
 /// A repository in a local directory.
 pub struct LocalBackend {
@@ -486,7 +483,8 @@ mod tests {
 
     /// `create` goes ahead in a missing or empty directory and in what an
     /// `init` stopped before its config leaves (the layout, key files and
-    /// temporaries in `keys/` only); it refuses a directory holding
+    /// temporaries in `keys/`, a config write's temporary at the root); it
+    /// refuses a directory holding
     /// anything else, the layout with any other object in it, and a
     /// repository.
     #[test]
@@ -497,8 +495,10 @@ mod tests {
         b.create().unwrap();
         b.write(Kind::Key, &"1".repeat(64), b"a key").unwrap();
         fs::write(root.join("keys").join(".tmp-killed"), b"half a key").unwrap();
+        fs::write(root.join(".tmp-config"), b"half a config").unwrap();
         b.create().unwrap();
         assert!(root.join("keys").join("1".repeat(64)).exists());
+        assert!(!root.join("config").exists());
         let refused = |what: &str| {
             let e = b.create().unwrap_err();
             assert!(matches!(e, Error::Usage(_)), "{what}: {e}");
@@ -510,6 +510,9 @@ mod tests {
         fs::create_dir(root.join("photos")).unwrap();
         refused("another directory beside the layout");
         fs::remove_dir(root.join("photos")).unwrap();
+        fs::create_dir(root.join(".tmp-dir")).unwrap();
+        refused("a directory named as a temporary");
+        fs::remove_dir(root.join(".tmp-dir")).unwrap();
         for kind in [
             Kind::Snapshot,
             Kind::Index,

@@ -195,10 +195,15 @@ pub struct Entry {
     pub size: u64,
 }
 
+/// Prefix of in-flight temporary files and uploads, in the directory of the
+/// object they become; listings skip them.
+pub(crate) const TMP_PREFIX: &str = ".tmp-";
+
 /// Whether the entries at a would-be repository's root (each a name and
 /// whether it is a directory) are what an `init` stopped before writing
 /// the config leaves: nothing but the layout's directories, each empty
-/// except `keys/` (`is_empty` says, by name). `create` goes ahead there, so
+/// except `keys/` (`is_empty` says, by name), and the temporary files of a
+/// config write it was killed in (`.tmp-*`). `create` goes ahead there, so
 /// an interrupted `init` can simply be run again; it refuses anything
 /// else, so `init` never writes among other files, nor into a repository
 /// that lost its config but still holds data.
@@ -207,6 +212,9 @@ pub fn unfinished_layout<E>(
     mut is_empty: impl FnMut(&str) -> std::result::Result<bool, E>,
 ) -> std::result::Result<bool, E> {
     for (name, is_dir) in entries {
+        if !*is_dir && name.starts_with(TMP_PREFIX) {
+            continue;
+        }
         if !*is_dir || !Kind::LISTABLE.iter().any(|k| k.dir() == name) {
             return Ok(false);
         }

@@ -34,7 +34,7 @@ pub mod proto;
 
 use super::http::{RemoteOptions, Throttle};
 use super::retry::{Failure, RetryPolicy};
-use super::{Backend, Entry, Kind, Staged, StagedFile};
+use super::{Backend, Entry, Kind, Staged, StagedFile, TMP_PREFIX};
 use crate::error::{Error, Result};
 use client::{SResult, Session, SftpError};
 use proto::{Attrs, FileType};
@@ -45,8 +45,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-/// Prefix of in-flight uploads; listings skip them.
-const TMP_PREFIX: &str = ".tmp-";
 /// Prefix of the probe files `age` creates to read the server's clock.
 const PROBE_PREFIX: &str = ".probe-";
 /// Environment variable: a shell command line replacing `ssh … -s sftp`.

@@ -430,6 +430,53 @@ fn inits_at_once_or_killed_leave_one_repository_that_opens() {
     );
 }
 
+/// An `init` killed while it writes the config (its temporary file at the
+/// repository's root created, not yet in place): the next `init` goes
+/// ahead there rather than refusing a directory that is not empty, and
+/// the repository opens, takes a backup and passes `check`.
+#[test]
+fn an_init_killed_in_its_config_write_leaves_a_location_init_can_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, cache) = (dir.path().join("repo"), dir.path().join("cache"));
+    let hold = shim::Hold::prefixed(
+        &format!("{}/.tmp-", repo.display()),
+        true,
+        dir.path(),
+        "config",
+    )
+    .after_open();
+    let mut c = larder_cmd(&repo, &cache, &["init"]);
+    c.env("LARDER_KDF_WORK_FACTOR", "15");
+    hold.inject(&mut c);
+    let mut child = spawn(c);
+    hold.wait_held(&mut child, "init, at its config's temporary file");
+    child.kill().unwrap();
+    let killed = wait_bounded(child, "init, killed");
+    assert_ne!(killed.code, 0, "{}", killed.all());
+    let at_root: Vec<String> = fs::read_dir(&repo)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".tmp-"))
+        .collect();
+    assert_eq!(
+        at_root.len(),
+        1,
+        "the killed write's temporary: {at_root:?}"
+    );
+    assert!(!repo.join("config").exists());
+    assert_eq!(key_names(&repo).len(), 1, "the killed init's key");
+
+    let again = larder_run(&repo, &cache, &["init"]);
+    assert_eq!(again.code, 0, "init after the kill: {}", again.all());
+    assert!(repo.join("config").exists());
+    assert_sound_repository(
+        &repo,
+        &cache,
+        false,
+        "after an init killed in its config write",
+    );
+}
+
 /// An `init` whose config write fails in each way a write can: it keeps
 /// its key whenever the config may have landed, so a repository that
 /// exists always has a key that opens it. Nothing stored (EIO, a short

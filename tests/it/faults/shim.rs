@@ -36,7 +36,9 @@
 //!   holds a process just before it reads an object there, or writes a new
 //!   one such as its lock, until the test has done what it wants done in
 //!   that window (see [`Hold`]). With `FAULTSHIM_HOLD_SKIP=N`, the first N
-//!   such opens go ahead and the hold begins at the next.
+//!   such opens go ahead and the hold begins at the next. With
+//!   `FAULTSHIM_HOLD_AFTER=1` the hold comes just after the open instead,
+//!   so a file being created is there while the process is held.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -249,16 +251,30 @@ int open(const char *path, int flags, ...) {
     REAL(open);
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
-    open_hold(path, flags);
-    return real_open(path, flags, mode);
+    int after = num("FAULTSHIM_HOLD_AFTER") != 0;
+    if (!after) open_hold(path, flags);
+    int fd = real_open(path, flags, mode);
+    if (after) {
+        int saved = errno;
+        open_hold(path, flags);
+        errno = saved;
+    }
+    return fd;
 }
 
 int open64(const char *path, int flags, ...) {
     REAL(open64);
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
-    open_hold(path, flags);
-    return real_open64(path, flags, mode);
+    int after = num("FAULTSHIM_HOLD_AFTER") != 0;
+    if (!after) open_hold(path, flags);
+    int fd = real_open64(path, flags, mode);
+    if (after) {
+        int saved = errno;
+        open_hold(path, flags);
+        errno = saved;
+    }
+    return fd;
 }
 "#;
 
@@ -338,11 +354,18 @@ impl Hold {
         scratch: &std::path::Path,
         tag: &str,
     ) -> Hold {
+        Hold::prefixed(&format!("{}/", dir.display()), creating, scratch, tag)
+    }
+
+    /// Holds opens of paths that start with `prefix` (a directory and the
+    /// start of a name: `REPO/.tmp-` holds the temporary files at the
+    /// root).
+    pub fn prefixed(prefix: &str, creating: bool, scratch: &std::path::Path, tag: &str) -> Hold {
         let file = |what: &str| scratch.join(format!("hold-{tag}-{what}"));
         let (mark, release, report) = (file("mark"), file("release"), file("report"));
         let s = |p: &std::path::Path| p.to_string_lossy().into_owned();
         let vars = vec![
-            ("FAULTSHIM_HOLD_PREFIX", format!("{}/", dir.display())),
+            ("FAULTSHIM_HOLD_PREFIX", prefix.to_string()),
             (
                 "FAULTSHIM_HOLD_CREATING",
                 if creating { "1" } else { "0" }.into(),
@@ -357,6 +380,12 @@ impl Hold {
             release,
             report,
         }
+    }
+
+    /// Holds just after the open that matches rather than before it.
+    pub fn after_open(mut self) -> Hold {
+        self.vars.push(("FAULTSHIM_HOLD_AFTER", "1".into()));
+        self
     }
 
     /// Lets the first `n` opens that match go ahead: the hold begins at
