@@ -247,13 +247,13 @@ static void open_hold(const char *path, int flags) {
     for (int i = 0; release && i < 6000 && access(release, F_OK) != 0; i++) usleep(10000);
 }
 
-int open(const char *path, int flags, ...) {
-    REAL(open);
-    mode_t mode = 0;
-    OPEN_MODE(flags, mode);
+/* An open through `real`, held before it (or just after it, with
+   FAULTSHIM_HOLD_AFTER) when its path matches the hold. */
+static int held_open(int (*real)(const char *, int, ...), const char *path, int flags,
+                     mode_t mode) {
     int after = num("FAULTSHIM_HOLD_AFTER") != 0;
     if (!after) open_hold(path, flags);
-    int fd = real_open(path, flags, mode);
+    int fd = real(path, flags, mode);
     if (after) {
         int saved = errno;
         open_hold(path, flags);
@@ -262,19 +262,18 @@ int open(const char *path, int flags, ...) {
     return fd;
 }
 
+int open(const char *path, int flags, ...) {
+    REAL(open);
+    mode_t mode = 0;
+    OPEN_MODE(flags, mode);
+    return held_open(real_open, path, flags, mode);
+}
+
 int open64(const char *path, int flags, ...) {
     REAL(open64);
     mode_t mode = 0;
     OPEN_MODE(flags, mode);
-    int after = num("FAULTSHIM_HOLD_AFTER") != 0;
-    if (!after) open_hold(path, flags);
-    int fd = real_open64(path, flags, mode);
-    if (after) {
-        int saved = errno;
-        open_hold(path, flags);
-        errno = saved;
-    }
-    return fd;
+    return held_open(real_open64, path, flags, mode);
 }
 "#;
 
