@@ -17,11 +17,11 @@ use std::time::Duration;
 
 /// Sample bytes before training (`LARDER_DICT_SAMPLES`): small, so test
 /// trees reach it.
-const BUDGET: &str = "262144";
+pub const BUDGET: &str = "262144";
 
 /// A small "HTML page": boilerplate every page shares, around a body of
 /// words drawn for `seed` (what a dictionary learns from documentation).
-fn page(seed: u64) -> Vec<u8> {
+pub fn page(seed: u64) -> Vec<u8> {
     const WORDS: &[&str] = &[
         "restore",
         "snapshot",
@@ -56,7 +56,7 @@ fn page(seed: u64) -> Vec<u8> {
 }
 
 /// `n` pages under `dir`, in 20 subdirectories.
-fn make_docs(dir: &Path, seed: u64, n: u64) {
+pub fn make_docs(dir: &Path, seed: u64, n: u64) {
     for i in 0..n {
         write(
             &dir.join(format!("d{}", i % 20)).join(format!("p{i}.html")),

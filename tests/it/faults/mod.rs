@@ -8,6 +8,7 @@
 
 mod beside_prune;
 mod concurrency;
+mod crash_points;
 mod disk_full;
 mod faulty_backend;
 mod first_backup;

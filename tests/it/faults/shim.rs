@@ -405,6 +405,11 @@ impl Hold {
         super::wait_until(child, &format!("{what}: held"), || self.mark.exists());
     }
 
+    /// Whether the process is held (it made the open the hold waits at).
+    pub fn is_held(&self) -> bool {
+        self.mark.exists()
+    }
+
     /// Lets the held process go on.
     pub fn release(&self) {
         std::fs::write(&self.release, b"").unwrap();

@@ -1,0 +1,354 @@
+//! Each command that writes, killed with SIGKILL at every one of its file
+//! opens in the repository in turn. `kill_loop` draws its kill points at
+//! random, and so can miss a narrow window for many runs: an `init` killed
+//! while its config's temporary file existed left a location the next
+//! `init` refused, and only a CI run happened to hit it. Here the fault
+//! shim holds the command just after its N-th open below the repository
+//! (a new object's temporary file just created, an object about to be
+//! read, a directory about to be synced), for every N the command reaches,
+//! and the test kills it there.
+//!
+//! After each kill: every object under a final name is whole, `check`
+//! passes (notices allowed), and the same command run again succeeds and
+//! leaves what an unbroken run leaves (the repository takes a backup, the
+//! snapshot restores exactly the tree it was taken of, a prune's kept
+//! snapshot restores exactly).
+
+use super::{
+    Out, assert_objects_whole, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
+    larder_run, manifest, objects, restore_cli, shim, snapshot_id_of, snapshot_names, spawn,
+    wait_bounded,
+};
+use crate::common::init_at;
+use crate::support::{path_str, rand_bytes, write};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The most kill points one command is killed at (spread evenly over its
+/// opens when it makes more).
+const MAX_POINTS: u64 = 64;
+
+/// A copy of a prepared state (repository, cache and state directories).
+fn copy_state(from: &Path, to: &Path) {
+    let st = Command::new("cp")
+        .args(["-a", path_str(from), path_str(to)])
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -a {} {}", from.display(), to.display());
+}
+
+/// How a run under the hold ended.
+enum Ended {
+    /// Held after the open it was aimed at, then killed.
+    Killed,
+    /// It made fewer opens this time and finished.
+    Finished(Out),
+}
+
+/// Runs `larder ARGS` on the state in `dir` (its `repo` and `cache`),
+/// held just after its open number `skip + 1` below the repository, and
+/// kills it there; or counts its opens when `skip` is `None` (it runs
+/// whole). Returns how it ended and how many opens matched (for a killed
+/// run, the ones up to the one it was held at).
+fn run_held(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    skip: Option<u64>,
+    scratch: &Path,
+) -> (Ended, u64) {
+    let (repo, cache) = (dir.join("repo"), dir.join("cache"));
+    let tag = format!("{}", skip.map_or(-1, |n| n as i64));
+    let hold = shim::Hold::new(&repo, false, scratch, &tag)
+        .after_open()
+        .skip(skip.unwrap_or(1 << 40));
+    let mut c = larder_cmd(&repo, &cache, args);
+    c.envs(env.iter().copied());
+    hold.inject(&mut c);
+    let mut child = spawn(c);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let held = loop {
+        if hold.is_held() {
+            break true;
+        }
+        if child.try_wait().unwrap().is_some() {
+            break false;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{args:?}, opens skipped {skip:?}: neither held nor ended within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    if held {
+        child.kill().unwrap();
+    }
+    let o = wait_bounded(child, &format!("larder {args:?}, opens skipped {skip:?}"));
+    if held {
+        assert_ne!(o.code, 0, "killed, yet: {}", o.all());
+        (Ended::Killed, skip.map_or(0, |n| n + 1))
+    } else {
+        // Only a process that exits writes the shim's report.
+        (Ended::Finished(o), hold.opens())
+    }
+}
+
+/// The opens to kill at: all of `0..n`, or `MAX_POINTS` of them spread
+/// evenly, the first and the last included.
+fn points(n: u64) -> Vec<u64> {
+    if n <= MAX_POINTS {
+        return (0..n).collect();
+    }
+    (0..MAX_POINTS)
+        .map(|i| i * (n - 1) / (MAX_POINTS - 1))
+        .collect()
+}
+
+/// Kills `larder ARGS` at each of its opens in turn, each time on a fresh
+/// copy of the state in `base` (with `env` added to its environment);
+/// `after` checks the copy after the kill
+/// (and a copy where the command finished, having made fewer opens this
+/// time). At least nine runs in ten must be killed.
+fn each_point(base: &Path, args: &[&str], env: &[(&str, &str)], after: impl Fn(&Path, &str)) {
+    let scratch = tempfile::tempdir().unwrap();
+    let count_dir = scratch.path().join("count");
+    copy_state(base, &count_dir);
+    let (ended, opens) = run_held(&count_dir, args, env, None, scratch.path());
+    match ended {
+        Ended::Finished(o) => assert_eq!(o.code, 0, "the unbroken run: {}", o.all()),
+        Ended::Killed => panic!("the counting run of {args:?} was held"),
+    }
+    assert!(opens > 0, "{args:?} opened nothing in the repository");
+    let pts = points(opens);
+    let mut killed = 0;
+    for &n in &pts {
+        let dir = scratch.path().join(format!("at-{n}"));
+        copy_state(base, &dir);
+        let what = format!("larder {args:?} killed after open {} of {opens}", n + 1);
+        match run_held(&dir, args, env, Some(n), scratch.path()).0 {
+            Ended::Killed => killed += 1,
+            Ended::Finished(o) => assert_eq!(o.code, 0, "{what}, but it finished: {}", o.all()),
+        }
+        let repo = dir.join("repo");
+        if repo.join("config").exists() {
+            assert_objects_whole(&repo);
+        }
+        after(&dir, &what);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+    println!(
+        "{args:?}: {opens} opens, killed at {killed} of {} points",
+        pts.len()
+    );
+    assert!(
+        killed * 10 >= pts.len() * 9,
+        "{args:?}: killed at only {killed} of {} points",
+        pts.len()
+    );
+}
+
+/// The repository and cache in a state directory.
+fn paths(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("repo"), dir.join("cache"))
+}
+
+/// A state directory (`repo`, `cache` and the state directory
+/// `larder_cmd` puts beside them) with a repository of small packs, and
+/// `src` backed up into it once for each of `rounds`, each round
+/// replacing a third of the files (so older snapshots hold data the newer
+/// do not). Returns the state directory and the manifest of `src` as the
+/// last backup took it.
+fn backed_up(base: &Path, src: &Path, rounds: u64) -> (PathBuf, BTreeMap<String, String>) {
+    let state = base.join("state");
+    let (repo, cache) = paths(&state);
+    drop(init_at(&repo, &cache));
+    fill(src, 1, 6, 40 << 10);
+    for round in 0..rounds {
+        fill(
+            &src.join(format!("r{}", round % 2)),
+            10 + round,
+            4,
+            200 << 10,
+        );
+        larder_ok(&repo, &cache, &["backup", "-q", path_str(src)]);
+    }
+    (state, manifest(src))
+}
+
+/// Restores `snapshot` and compares it with `want`; then `check
+/// --read-data` must pass.
+fn restores_exactly(
+    dir: &Path,
+    snapshot: &str,
+    src: &Path,
+    want: &BTreeMap<String, String>,
+    what: &str,
+) {
+    let (repo, cache) = paths(dir);
+    let got = restore_cli(&repo, &cache, snapshot, src, &dir.join("back"));
+    assert_same_manifest(want, &manifest(&got), what);
+    fs::remove_dir_all(dir.join("back")).unwrap();
+    check_passes(&repo, &cache, true, what);
+}
+
+/// An `init` killed at each open: the next `init` goes ahead (or says
+/// the repository exists, when the config had landed), and the repository
+/// then takes a backup that restores exactly.
+#[test]
+fn an_init_killed_at_each_open_leaves_a_location_init_can_use() {
+    let base = tempfile::tempdir().unwrap();
+    let state = base.path().join("state");
+    fs::create_dir(&state).unwrap();
+    let src = base.path().join("src");
+    fill(&src, 1, 4, 20 << 10);
+    let want = manifest(&src);
+    each_point(&state, &["init"], &[], |dir, what| {
+        let (repo, cache) = paths(dir);
+        let had_config = repo.join("config").exists();
+        let again = larder_run(&repo, &cache, &["init"]);
+        if had_config {
+            assert!(
+                again.err.contains("already exists"),
+                "{what}: {}",
+                again.all()
+            );
+        } else {
+            assert_eq!(again.code, 0, "{what}: init again: {}", again.all());
+        }
+        let o = larder_ok(&repo, &cache, &["backup", "--json", path_str(&src)]);
+        restores_exactly(dir, &snapshot_id_of(&o), &src, &want, what);
+    });
+}
+
+/// The first backup (which also trains the repository's dictionary on
+/// its text files and stores it) and a later one with new, changed and
+/// unchanged files, each killed at each open: `check` passes; the backup
+/// run again succeeds and its snapshot restores exactly the tree.
+#[test]
+fn a_backup_killed_at_each_open_leaves_a_repository_the_next_backup_completes() {
+    let budget = [("LARDER_DICT_SAMPLES", crate::dictionary::BUDGET)];
+    for rounds in [0, 1] {
+        let base = tempfile::tempdir().unwrap();
+        let src = base.path().join("src");
+        let (state, _) = backed_up(base.path(), &src, rounds);
+        fill(&src.join("new"), 2, 6, 300 << 10);
+        write(&src.join("d0/f000.bin"), &rand_bytes(77, 50 << 10));
+        crate::dictionary::make_docs(&src.join("docs"), 3, 120);
+        let want = manifest(&src);
+        let args = ["backup", "-q", path_str(&src)];
+        if rounds == 0 {
+            // The unbroken first backup stores a dictionary.
+            let trial = base.path().join("trial");
+            copy_state(&state, &trial);
+            let (repo, cache) = paths(&trial);
+            let mut c = larder_cmd(&repo, &cache, &args);
+            c.envs(budget);
+            let o = wait_bounded(spawn(c), "the first backup");
+            assert_eq!(o.code, 0, "{}", o.all());
+            assert_eq!(objects(&repo, "dicts"), 1, "no dictionary trained");
+        }
+        each_point(&state, &args, &budget, |dir, what| {
+            let (repo, cache) = paths(dir);
+            check_passes(&repo, &cache, false, what);
+            let o = larder_ok(&repo, &cache, &["backup", "--json", path_str(&src)]);
+            restores_exactly(dir, &snapshot_id_of(&o), &src, &want, what);
+        });
+    }
+}
+
+/// `forget --keep-last 1 --prune` with no grace period, and a `prune`
+/// with the default one (deletion marks, nothing deleted yet), killed at
+/// each open: `check` passes; run again (and for the second, a prune
+/// with no grace period after it), the newest snapshot alone is left and
+/// restores exactly.
+#[test]
+fn a_forget_or_prune_killed_at_each_open_leaves_a_repository_it_completes() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 3);
+    let forget: &[&str] = &[
+        "forget",
+        "--keep-last",
+        "1",
+        "--prune",
+        "--keep-delete",
+        "0s",
+    ];
+    each_point(&state, forget, &[], |dir, what| {
+        let (repo, cache) = paths(dir);
+        check_passes(&repo, &cache, false, what);
+        larder_ok(&repo, &cache, forget);
+        let left = snapshot_names(&repo);
+        assert_eq!(left.len(), 1, "{what}: snapshots left {left:?}");
+        restores_exactly(dir, "latest", &src, &want, what);
+    });
+
+    let (repo, cache) = paths(&state);
+    larder_ok(&repo, &cache, &["forget", "--keep-last", "1"]);
+    each_point(&state, &["prune"], &[], |dir, what| {
+        let (repo, cache) = paths(dir);
+        check_passes(&repo, &cache, false, what);
+        larder_ok(&repo, &cache, &["prune"]);
+        larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+        restores_exactly(dir, "latest", &src, &want, what);
+    });
+}
+
+/// Commands that rewrite snapshots, the index or the keys, killed at each
+/// open: `check` passes, and run again each leaves what it is for.
+/// `tag` and `rewrite --forget` save a new snapshot, then remove the old
+/// one; `repair index` rebuilds `index/`; `key add` writes a key.
+#[test]
+fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 1);
+
+    let tag: &[&str] = &["tag", "--add", "kept", "latest"];
+    each_point(&state, tag, &[], |dir, what| {
+        let (repo, cache) = paths(dir);
+        check_passes(&repo, &cache, false, what);
+        larder_ok(&repo, &cache, tag);
+        let o = larder_ok(&repo, &cache, &["snapshots", "--json", "--tag", "kept"]);
+        assert!(
+            o.out.contains("kept"),
+            "{what}: no snapshot tagged: {}",
+            o.all()
+        );
+        restores_exactly(dir, "latest", &src, &want, what);
+    });
+
+    let rewrite: &[&str] = &["rewrite", "--exclude", "r0", "--forget", "latest"];
+    let mut want_rewritten = want.clone();
+    want_rewritten.retain(|k, _| k != "r0" && !k.starts_with("r0/"));
+    each_point(&state, rewrite, &[], |dir, what| {
+        let (repo, cache) = paths(dir);
+        check_passes(&repo, &cache, false, what);
+        larder_ok(&repo, &cache, rewrite);
+        restores_exactly(dir, "latest", &src, &want_rewritten, what);
+    });
+
+    let repair: &[&str] = &["repair", "index"];
+    each_point(&state, repair, &[], |dir, what| {
+        let (repo, cache) = paths(dir);
+        larder_ok(&repo, &cache, repair);
+        restores_exactly(dir, "latest", &src, &want, what);
+    });
+
+    let new_pass = base.path().join("new-pass");
+    fs::write(&new_pass, "another passphrase\n").unwrap();
+    let add: &[&str] = &["key", "add", "--new-password-file", path_str(&new_pass)];
+    each_point(&state, add, &[], |dir, what| {
+        let (repo, cache) = paths(dir);
+        check_passes(&repo, &cache, false, what);
+        larder_ok(&repo, &cache, add);
+        let mut c = larder_cmd(&repo, &cache, &["snapshots", "--json"]);
+        c.env("LARDER_PASSWORD", "another passphrase");
+        let o = wait_bounded(spawn(c), "snapshots with the new key");
+        assert_eq!(o.code, 0, "{what}: the new key: {}", o.all());
+        restores_exactly(dir, "latest", &src, &want, what);
+    });
+}
