@@ -66,7 +66,7 @@ fn run_held(
         .after_open()
         .skip(skip.unwrap_or(1 << 40));
     let mut c = larder_cmd(&repo, &cache, args);
-    c.envs(env.iter().copied());
+    c.envs(env.iter().copied()).current_dir(dir);
     hold.inject(&mut c);
     let mut child = spawn(c);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -108,7 +108,8 @@ fn points(n: u64) -> Vec<u64> {
 }
 
 /// Kills `larder ARGS` at each of its opens in turn, each time on a fresh
-/// copy of the state in `base` (with `env` added to its environment);
+/// copy of the state in `base` (with `env` added to its environment, and
+/// the copy as its working directory);
 /// `after` checks the copy after the kill
 /// (and a copy where the command finished, having made fewer opens this
 /// time). At least nine runs in ten must be killed.
@@ -350,5 +351,101 @@ fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
         let o = wait_bounded(spawn(c), "snapshots with the new key");
         assert_eq!(o.code, 0, "{what}: the new key: {}", o.all());
         restores_exactly(dir, "latest", &src, &want, what);
+    });
+}
+
+/// `copy` killed at each open of the repository it copies into (the
+/// source beside it, untouched but for its lock): `check` passes; run
+/// again, it holds every source snapshot once and the newest restores
+/// exactly.
+#[test]
+fn a_copy_killed_at_each_open_leaves_a_repository_it_completes() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 2);
+    let (repo, cache) = paths(&state);
+    fs::rename(&repo, state.join("from")).unwrap();
+    drop(init_at(&repo, &cache));
+    // Relative: each copy of the state copies from its own source.
+    let args = ["copy", "--from-repo", "from"];
+    let env = [("LARDER_FROM_PASSWORD", crate::common::PASS)];
+    let copy = |dir: &Path| {
+        let (repo, cache) = paths(dir);
+        let mut c = larder_cmd(&repo, &cache, &args);
+        c.envs(env).current_dir(dir);
+        wait_bounded(spawn(c), "copy again")
+    };
+    each_point(&state, &args, &env, |dir, what| {
+        let (repo, cache) = paths(dir);
+        check_passes(&repo, &cache, false, what);
+        let o = copy(dir);
+        assert_eq!(o.code, 0, "{what}: {}", o.all());
+        assert_eq!(snapshot_names(&repo).len(), 2, "{what}: snapshots");
+        restores_exactly(dir, "latest", &src, &want, what);
+    });
+}
+
+/// `key passwd` killed at each open: the repository opens with the old
+/// passphrase or the new one (both, when it was killed between adding the
+/// new key and removing the old). Where the new one does not open it
+/// yet, `key passwd` runs again. Then the new passphrase opens it,
+/// `check` passes, and the old one no longer opens it unless both keys
+/// are there (and no third).
+#[test]
+fn a_key_passwd_killed_at_each_open_leaves_a_repository_a_passphrase_opens() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 1);
+    let new_pass = base.path().join("new-pass");
+    fs::write(&new_pass, "another passphrase\n").unwrap();
+    let args = ["key", "passwd", "--new-password-file", path_str(&new_pass)];
+    let with = |dir: &Path, pass: &str, args: &[&str]| {
+        let (repo, cache) = paths(dir);
+        let mut c = larder_cmd(&repo, &cache, args);
+        c.env("LARDER_PASSWORD", pass);
+        wait_bounded(spawn(c), &format!("{args:?} with {pass:?}"))
+    };
+    let (old, new) = (crate::common::PASS, "another passphrase");
+    each_point(&state, &args, &[], |dir, what| {
+        let opens = |pass: &str| with(dir, pass, &["snapshots", "--json"]).code == 0;
+        let (old_opened, new_opened) = (opens(old), opens(new));
+        assert!(old_opened || new_opened, "{what}: neither passphrase opens");
+        if !new_opened {
+            let o = with(dir, old, &args);
+            assert_eq!(o.code, 0, "{what}: passwd again: {}", o.all());
+        }
+        let c = with(dir, new, &["check"]);
+        assert!(
+            c.out.contains("no errors were found"),
+            "{what}: {}",
+            c.all()
+        );
+        let keys = fs::read_dir(dir.join("repo/keys"))
+            .unwrap()
+            .filter(|e| {
+                !e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with('.')
+            })
+            .count();
+        if opens(old) {
+            assert!(
+                old_opened && new_opened && keys == 2,
+                "{what}: old opens, {keys} keys"
+            );
+        } else {
+            assert_eq!(keys, 1, "{what}");
+        }
+        let back = dir.join("back");
+        let o = with(
+            dir,
+            new,
+            &["restore", "-q", "latest", "--target", path_str(&back)],
+        );
+        assert_eq!(o.code, 0, "{what}: {}", o.all());
+        let got = back.join(src.strip_prefix("/").unwrap());
+        assert_same_manifest(&want, &manifest(&got), what);
     });
 }
