@@ -257,9 +257,22 @@ pub fn read_lock(backend: &dyn Backend, keys: &Keys, name: &str) -> Result<Optio
 pub fn write_lock(backend: &dyn Backend, keys: &Keys, info: &LockInfo) -> Result<String> {
     let bytes = object::seal(keys, ObjectType::Lock, info)?;
     let name = Id::of_object(&bytes).to_hex();
-    backend.write(Kind::Lock, &name, &bytes)?;
-    Ok(name)
+    // Until the lock is in place this run is no holder, so a prune that
+    // lists its temporary file meanwhile takes it for a killed run's
+    // leftover and may remove it (repo-format/SPEC.md, section 21): the
+    // write then fails with "not found", and is simply made again.
+    let mut again = 0;
+    loop {
+        match backend.write(Kind::Lock, &name, &bytes) {
+            Err(e) if e.is_not_found() && again < LOCK_WRITE_RETRIES => again += 1,
+            r => return r.map(|()| name),
+        }
+    }
 }
+
+/// How many times a lock write whose temporary file vanished is made
+/// again (see [`write_lock`]).
+const LOCK_WRITE_RETRIES: u32 = 3;
 
 /// A duration for people: "1h 2m", "3m 4s", "5s".
 pub(crate) fn human(d: Duration) -> String {

@@ -449,3 +449,219 @@ fn a_key_passwd_killed_at_each_open_leaves_a_repository_a_passphrase_opens() {
         assert_same_manifest(&want, &manifest(&got), what);
     });
 }
+
+/// A backup held just after each of its opens in turn while a `forget
+/// --keep-last 1 --prune --keep-delete 0s` runs to its end, then let go.
+/// The backup stores data that only a forgotten snapshot held (so it
+/// would deduplicate against packs the prune marks or deletes). Each
+/// time: the backup completes and its snapshot restores exactly; `check`
+/// passes; prunes with no grace period after it leave a repository whose
+/// every snapshot restores exactly and whose data `check --read-data`
+/// reads whole.
+#[test]
+fn a_backup_held_at_each_open_beside_a_prune_keeps_every_snapshot_whole() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 3);
+    // Snapshot 1 alone holds r0 as seed 10 wrote it; the backup writes it
+    // back, so it finds that data stored.
+    fill(&src.join("r0"), 10, 4, 200 << 10);
+    let want = manifest(&src);
+    let scratch = tempfile::tempdir().unwrap();
+    let args = ["backup", "--json", path_str(&src)];
+    let count = scratch.path().join("count");
+    copy_state(&state, &count);
+    let (_, opens) = run_held(&count, &args, &[], None, scratch.path());
+    let forget = [
+        "forget",
+        "--keep-last",
+        "1",
+        "--prune",
+        "--keep-delete",
+        "0s",
+    ];
+    let mut pruned_beside = 0;
+    for n in points(opens) {
+        let dir = scratch.path().join(format!("at-{n}"));
+        copy_state(&state, &dir);
+        let (repo, cache) = paths(&dir);
+        let what = format!("a backup held after open {} of {opens}", n + 1);
+        let hold = shim::Hold::new(&repo, false, scratch.path(), &format!("beside-{n}"))
+            .after_open()
+            .skip(n);
+        let mut c = larder_cmd(&repo, &cache, &args);
+        hold.inject(&mut c);
+        let mut held = spawn(c);
+        hold.wait_held(&mut held, &what);
+        // Its own cache: a second process on the same machine.
+        let p = larder_run(&repo, &dir.join("cache-prune"), &forget);
+        assert!(
+            p.code == 0 || p.code == 11,
+            "{what}: the prune: {}",
+            p.all()
+        );
+        pruned_beside += usize::from(p.code == 0);
+        hold.release();
+        let b = wait_bounded(held, &what);
+        assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+        check_passes(&repo, &cache, false, &what);
+        restores_exactly(&dir, &snapshot_id_of(&b), &src, &want, &what);
+        for _ in 0..2 {
+            larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+        }
+        for id in snapshot_names(&repo) {
+            let back = dir.join(format!("back-{id}"));
+            let o = larder_run(
+                &repo,
+                &cache,
+                &["restore", "-q", &id, "--target", path_str(&back)],
+            );
+            assert_eq!(
+                o.code,
+                0,
+                "{what}: restore {id} after the prunes: {}",
+                o.all()
+            );
+        }
+        restores_exactly(&dir, &snapshot_id_of(&b), &src, &want, &what);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+    println!("a backup with {opens} opens: the prune ran beside it at {pruned_beside} points");
+    assert!(pruned_beside > 0, "no prune ran beside the held backup");
+}
+
+/// The other way round: `forget --keep-last 1 --prune --keep-delete 0s`
+/// held just after each of its opens in turn while a backup that stores
+/// data only a forgotten snapshot held runs to its end, then let go. Each
+/// time both succeed, `check` passes, the backup's snapshot restores
+/// exactly, and after prunes with no grace period it still does and
+/// `check --read-data` passes.
+#[test]
+fn a_prune_held_at_each_open_beside_a_backup_keeps_its_snapshot_whole() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 3);
+    fill(&src.join("r0"), 10, 4, 200 << 10);
+    let want = manifest(&src);
+    let scratch = tempfile::tempdir().unwrap();
+    let forget = [
+        "forget",
+        "--keep-last",
+        "1",
+        "--prune",
+        "--keep-delete",
+        "0s",
+    ];
+    let count = scratch.path().join("count");
+    copy_state(&state, &count);
+    let (_, opens) = run_held(&count, &forget, &[], None, scratch.path());
+    for n in points(opens) {
+        let dir = scratch.path().join(format!("at-{n}"));
+        copy_state(&state, &dir);
+        let (repo, cache) = paths(&dir);
+        let what = format!("a prune held after open {} of {opens}", n + 1);
+        let hold = shim::Hold::new(&repo, false, scratch.path(), &format!("prune-{n}"))
+            .after_open()
+            .skip(n);
+        let mut c = larder_cmd(&repo, &dir.join("cache-prune"), &forget);
+        hold.inject(&mut c);
+        let mut held = spawn(c);
+        hold.wait_held(&mut held, &what);
+        let b = larder_run(&repo, &cache, &["backup", "--json", path_str(&src)]);
+        assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+        hold.release();
+        let p = wait_bounded(held, &what);
+        assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
+        check_passes(&repo, &cache, false, &what);
+        let id = snapshot_id_of(&b);
+        restores_exactly(&dir, &id, &src, &want, &what);
+        for _ in 0..2 {
+            larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+        }
+        assert!(
+            snapshot_names(&repo).contains(&id),
+            "{what}: the new snapshot is gone"
+        );
+        restores_exactly(&dir, &id, &src, &want, &what);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A restore of the newest snapshot held just after each of its opens in
+/// turn while `forget --keep-last 1 --prune --keep-delete 0s` runs to its
+/// end (deleting the other snapshots' packs and repacking the packs the
+/// newest shares with them), then let go: it restores the snapshot
+/// exactly, and prunes after it leave a repository `check --read-data`
+/// passes.
+#[test]
+fn a_restore_held_at_each_open_beside_a_prune_restores_exactly() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 3);
+    let scratch = tempfile::tempdir().unwrap();
+    let newest = {
+        let (repo, cache) = paths(&state);
+        let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
+        let v = crate::support::json_lines(&o.out);
+        // Oldest first.
+        let last = v[0].as_array().unwrap().last().unwrap();
+        last["id"].as_str().unwrap().to_string()
+    };
+    let forget = [
+        "forget",
+        "--keep-last",
+        "1",
+        "--prune",
+        "--keep-delete",
+        "0s",
+        "--max-unused",
+        "0",
+    ];
+    // Relative: each copy of the state restores into its own directory.
+    let args = ["restore", "-q", newest.as_str(), "--target", "back"];
+    let count = scratch.path().join("count");
+    copy_state(&state, &count);
+    let (_, opens) = run_held(&count, &args, &[], None, scratch.path());
+    let (mut deleted_beside, mut kept_beside) = (0, 0);
+    for n in points(opens) {
+        let dir = scratch.path().join(format!("at-{n}"));
+        copy_state(&state, &dir);
+        let (repo, cache) = paths(&dir);
+        let what = format!("a restore held after open {} of {opens}", n + 1);
+        let hold = shim::Hold::new(&repo, false, scratch.path(), &format!("restore-{n}"))
+            .after_open()
+            .skip(n);
+        let mut c = larder_cmd(&repo, &cache, &args);
+        c.current_dir(&dir);
+        hold.inject(&mut c);
+        let mut held = spawn(c);
+        hold.wait_held(&mut held, &what);
+        let before = crate::support::pack_names(&repo);
+        let p = larder_run(&repo, &dir.join("cache-prune"), &forget);
+        assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
+        let gone = before
+            .difference(&crate::support::pack_names(&repo))
+            .count();
+        if gone > 0 {
+            deleted_beside += 1;
+        } else {
+            kept_beside += 1;
+        }
+        hold.release();
+        let r = wait_bounded(held, &what);
+        assert_eq!(r.code, 0, "{what}: the restore: {}", r.all());
+        let got = dir.join("back").join(src.strip_prefix("/").unwrap());
+        assert_same_manifest(&want, &manifest(&got), &what);
+        fs::remove_dir_all(dir.join("back")).unwrap();
+        for _ in 0..2 {
+            larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+        }
+        restores_exactly(&dir, &newest, &src, &want, &what);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+    println!(
+        "a restore with {opens} opens: the prune deleted packs beside it at {deleted_beside} \
+         points, and kept them for it at {kept_beside}"
+    );
+    assert!(deleted_beside > 0 && kept_beside > 0);
+}
