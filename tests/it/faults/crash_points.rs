@@ -27,12 +27,25 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// The forget and prune these tests run: keep the newest snapshot,
+/// delete at once what nothing uses, repack what is partly used.
+pub(super) const FORGET: &[&str] = &[
+    "forget",
+    "--keep-last",
+    "1",
+    "--prune",
+    "--keep-delete",
+    "0s",
+    "--max-unused",
+    "0",
+];
+
 /// The most kill points one command is killed at (spread evenly over its
 /// opens when it makes more).
 const MAX_POINTS: u64 = 64;
 
 /// A copy of a prepared state (repository, cache and state directories).
-fn copy_state(from: &Path, to: &Path) {
+pub(super) fn copy_state(from: &Path, to: &Path) {
     let st = Command::new("cp")
         .args(["-a", path_str(from), path_str(to)])
         .status()
@@ -41,7 +54,7 @@ fn copy_state(from: &Path, to: &Path) {
 }
 
 /// How a run under the hold ended.
-enum Ended {
+pub(super) enum Ended {
     /// Held after the open it was aimed at, then killed.
     Killed,
     /// It made fewer opens this time and finished.
@@ -53,7 +66,7 @@ enum Ended {
 /// kills it there; or counts its opens when `skip` is `None` (it runs
 /// whole). Returns how it ended and how many opens matched (for a killed
 /// run, the ones up to the one it was held at).
-fn run_held(
+pub(super) fn run_held(
     dir: &Path,
     args: &[&str],
     env: &[(&str, &str)],
@@ -98,7 +111,7 @@ fn run_held(
 
 /// The opens to kill at: all of `0..n`, or `MAX_POINTS` of them spread
 /// evenly, the first and the last included.
-fn points(n: u64) -> Vec<u64> {
+pub(super) fn points(n: u64) -> Vec<u64> {
     if n <= MAX_POINTS {
         return (0..n).collect();
     }
@@ -112,8 +125,15 @@ fn points(n: u64) -> Vec<u64> {
 /// the copy as its working directory);
 /// `after` checks the copy after the kill
 /// (and a copy where the command finished, having made fewer opens this
-/// time). At least nine runs in ten must be killed.
-fn each_point(base: &Path, args: &[&str], env: &[(&str, &str)], after: impl Fn(&Path, &str)) {
+/// time), after `check` has passed there when `check` is set and a
+/// repository is there. At least nine runs in ten must be killed.
+fn each_point(
+    base: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    check: bool,
+    after: impl Fn(&Path, &str),
+) {
     let scratch = tempfile::tempdir().unwrap();
     let count_dir = scratch.path().join("count");
     copy_state(base, &count_dir);
@@ -133,9 +153,12 @@ fn each_point(base: &Path, args: &[&str], env: &[(&str, &str)], after: impl Fn(&
             Ended::Killed => killed += 1,
             Ended::Finished(o) => assert_eq!(o.code, 0, "{what}, but it finished: {}", o.all()),
         }
-        let repo = dir.join("repo");
+        let (repo, cache) = paths(&dir);
         if repo.join("config").exists() {
             assert_objects_whole(&repo);
+            if check {
+                check_passes(&repo, &cache, false, &what);
+            }
         }
         after(&dir, &what);
         fs::remove_dir_all(&dir).unwrap();
@@ -152,7 +175,7 @@ fn each_point(base: &Path, args: &[&str], env: &[(&str, &str)], after: impl Fn(&
 }
 
 /// The repository and cache in a state directory.
-fn paths(dir: &Path) -> (PathBuf, PathBuf) {
+pub(super) fn paths(dir: &Path) -> (PathBuf, PathBuf) {
     (dir.join("repo"), dir.join("cache"))
 }
 
@@ -162,7 +185,11 @@ fn paths(dir: &Path) -> (PathBuf, PathBuf) {
 /// replacing a third of the files (so older snapshots hold data the newer
 /// do not). Returns the state directory and the manifest of `src` as the
 /// last backup took it.
-fn backed_up(base: &Path, src: &Path, rounds: u64) -> (PathBuf, BTreeMap<String, String>) {
+pub(super) fn backed_up(
+    base: &Path,
+    src: &Path,
+    rounds: u64,
+) -> (PathBuf, BTreeMap<String, String>) {
     let state = base.join("state");
     let (repo, cache) = paths(&state);
     drop(init_at(&repo, &cache));
@@ -181,7 +208,7 @@ fn backed_up(base: &Path, src: &Path, rounds: u64) -> (PathBuf, BTreeMap<String,
 
 /// Restores `snapshot` and compares it with `want`; then `check
 /// --read-data` must pass.
-fn restores_exactly(
+pub(super) fn restores_exactly(
     dir: &Path,
     snapshot: &str,
     src: &Path,
@@ -206,7 +233,7 @@ fn an_init_killed_at_each_open_leaves_a_location_init_can_use() {
     let src = base.path().join("src");
     fill(&src, 1, 4, 20 << 10);
     let want = manifest(&src);
-    each_point(&state, &["init"], &[], |dir, what| {
+    each_point(&state, &["init"], &[], false, |dir, what| {
         let (repo, cache) = paths(dir);
         let had_config = repo.join("config").exists();
         let again = larder_run(&repo, &cache, &["init"]);
@@ -251,9 +278,8 @@ fn a_backup_killed_at_each_open_leaves_a_repository_the_next_backup_completes() 
             assert_eq!(o.code, 0, "{}", o.all());
             assert_eq!(objects(&repo, "dicts"), 1, "no dictionary trained");
         }
-        each_point(&state, &args, &budget, |dir, what| {
+        each_point(&state, &args, &budget, true, |dir, what| {
             let (repo, cache) = paths(dir);
-            check_passes(&repo, &cache, false, what);
             let o = larder_ok(&repo, &cache, &["backup", "--json", path_str(&src)]);
             restores_exactly(dir, &snapshot_id_of(&o), &src, &want, what);
         });
@@ -270,17 +296,9 @@ fn a_forget_or_prune_killed_at_each_open_leaves_a_repository_it_completes() {
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
     let (state, want) = backed_up(base.path(), &src, 3);
-    let forget: &[&str] = &[
-        "forget",
-        "--keep-last",
-        "1",
-        "--prune",
-        "--keep-delete",
-        "0s",
-    ];
-    each_point(&state, forget, &[], |dir, what| {
+    let forget = FORGET;
+    each_point(&state, forget, &[], true, |dir, what| {
         let (repo, cache) = paths(dir);
-        check_passes(&repo, &cache, false, what);
         larder_ok(&repo, &cache, forget);
         let left = snapshot_names(&repo);
         assert_eq!(left.len(), 1, "{what}: snapshots left {left:?}");
@@ -289,9 +307,8 @@ fn a_forget_or_prune_killed_at_each_open_leaves_a_repository_it_completes() {
 
     let (repo, cache) = paths(&state);
     larder_ok(&repo, &cache, &["forget", "--keep-last", "1"]);
-    each_point(&state, &["prune"], &[], |dir, what| {
+    each_point(&state, &["prune"], &[], true, |dir, what| {
         let (repo, cache) = paths(dir);
-        check_passes(&repo, &cache, false, what);
         larder_ok(&repo, &cache, &["prune"]);
         larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
         restores_exactly(dir, "latest", &src, &want, what);
@@ -309,9 +326,8 @@ fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
     let (state, want) = backed_up(base.path(), &src, 1);
 
     let tag: &[&str] = &["tag", "--add", "kept", "latest"];
-    each_point(&state, tag, &[], |dir, what| {
+    each_point(&state, tag, &[], true, |dir, what| {
         let (repo, cache) = paths(dir);
-        check_passes(&repo, &cache, false, what);
         larder_ok(&repo, &cache, tag);
         let o = larder_ok(&repo, &cache, &["snapshots", "--json", "--tag", "kept"]);
         assert!(
@@ -325,15 +341,14 @@ fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
     let rewrite: &[&str] = &["rewrite", "--exclude", "r0", "--forget", "latest"];
     let mut want_rewritten = want.clone();
     want_rewritten.retain(|k, _| k != "r0" && !k.starts_with("r0/"));
-    each_point(&state, rewrite, &[], |dir, what| {
+    each_point(&state, rewrite, &[], true, |dir, what| {
         let (repo, cache) = paths(dir);
-        check_passes(&repo, &cache, false, what);
         larder_ok(&repo, &cache, rewrite);
         restores_exactly(dir, "latest", &src, &want_rewritten, what);
     });
 
     let repair: &[&str] = &["repair", "index"];
-    each_point(&state, repair, &[], |dir, what| {
+    each_point(&state, repair, &[], false, |dir, what| {
         let (repo, cache) = paths(dir);
         larder_ok(&repo, &cache, repair);
         restores_exactly(dir, "latest", &src, &want, what);
@@ -342,9 +357,8 @@ fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
     let new_pass = base.path().join("new-pass");
     fs::write(&new_pass, "another passphrase\n").unwrap();
     let add: &[&str] = &["key", "add", "--new-password-file", path_str(&new_pass)];
-    each_point(&state, add, &[], |dir, what| {
+    each_point(&state, add, &[], true, |dir, what| {
         let (repo, cache) = paths(dir);
-        check_passes(&repo, &cache, false, what);
         larder_ok(&repo, &cache, add);
         let mut c = larder_cmd(&repo, &cache, &["snapshots", "--json"]);
         c.env("LARDER_PASSWORD", "another passphrase");
@@ -375,12 +389,14 @@ fn a_copy_killed_at_each_open_leaves_a_repository_it_completes() {
         c.envs(env).current_dir(dir);
         wait_bounded(spawn(c), "copy again")
     };
-    each_point(&state, &args, &env, |dir, what| {
-        let (repo, cache) = paths(dir);
-        check_passes(&repo, &cache, false, what);
+    each_point(&state, &args, &env, true, |dir, what| {
         let o = copy(dir);
         assert_eq!(o.code, 0, "{what}: {}", o.all());
-        assert_eq!(snapshot_names(&repo).len(), 2, "{what}: snapshots");
+        assert_eq!(
+            snapshot_names(&dir.join("repo")).len(),
+            2,
+            "{what}: snapshots"
+        );
         restores_exactly(dir, "latest", &src, &want, what);
     });
 }
@@ -406,7 +422,7 @@ fn a_key_passwd_killed_at_each_open_leaves_a_repository_a_passphrase_opens() {
         wait_bounded(spawn(c), &format!("{args:?} with {pass:?}"))
     };
     let (old, new) = (crate::common::PASS, "another passphrase");
-    each_point(&state, &args, &[], |dir, what| {
+    each_point(&state, &args, &[], false, |dir, what| {
         let opens = |pass: &str| with(dir, pass, &["snapshots", "--json"]).code == 0;
         let (old_opened, new_opened) = (opens(old), opens(new));
         assert!(old_opened || new_opened, "{what}: neither passphrase opens");
@@ -448,220 +464,4 @@ fn a_key_passwd_killed_at_each_open_leaves_a_repository_a_passphrase_opens() {
         let got = back.join(src.strip_prefix("/").unwrap());
         assert_same_manifest(&want, &manifest(&got), what);
     });
-}
-
-/// A backup held just after each of its opens in turn while a `forget
-/// --keep-last 1 --prune --keep-delete 0s` runs to its end, then let go.
-/// The backup stores data that only a forgotten snapshot held (so it
-/// would deduplicate against packs the prune marks or deletes). Each
-/// time: the backup completes and its snapshot restores exactly; `check`
-/// passes; prunes with no grace period after it leave a repository whose
-/// every snapshot restores exactly and whose data `check --read-data`
-/// reads whole.
-#[test]
-fn a_backup_held_at_each_open_beside_a_prune_keeps_every_snapshot_whole() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 3);
-    // Snapshot 1 alone holds r0 as seed 10 wrote it; the backup writes it
-    // back, so it finds that data stored.
-    fill(&src.join("r0"), 10, 4, 200 << 10);
-    let want = manifest(&src);
-    let scratch = tempfile::tempdir().unwrap();
-    let args = ["backup", "--json", path_str(&src)];
-    let count = scratch.path().join("count");
-    copy_state(&state, &count);
-    let (_, opens) = run_held(&count, &args, &[], None, scratch.path());
-    let forget = [
-        "forget",
-        "--keep-last",
-        "1",
-        "--prune",
-        "--keep-delete",
-        "0s",
-    ];
-    let mut pruned_beside = 0;
-    for n in points(opens) {
-        let dir = scratch.path().join(format!("at-{n}"));
-        copy_state(&state, &dir);
-        let (repo, cache) = paths(&dir);
-        let what = format!("a backup held after open {} of {opens}", n + 1);
-        let hold = shim::Hold::new(&repo, false, scratch.path(), &format!("beside-{n}"))
-            .after_open()
-            .skip(n);
-        let mut c = larder_cmd(&repo, &cache, &args);
-        hold.inject(&mut c);
-        let mut held = spawn(c);
-        hold.wait_held(&mut held, &what);
-        // Its own cache: a second process on the same machine.
-        let p = larder_run(&repo, &dir.join("cache-prune"), &forget);
-        assert!(
-            p.code == 0 || p.code == 11,
-            "{what}: the prune: {}",
-            p.all()
-        );
-        pruned_beside += usize::from(p.code == 0);
-        hold.release();
-        let b = wait_bounded(held, &what);
-        assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
-        check_passes(&repo, &cache, false, &what);
-        restores_exactly(&dir, &snapshot_id_of(&b), &src, &want, &what);
-        for _ in 0..2 {
-            larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
-        }
-        for id in snapshot_names(&repo) {
-            let back = dir.join(format!("back-{id}"));
-            let o = larder_run(
-                &repo,
-                &cache,
-                &["restore", "-q", &id, "--target", path_str(&back)],
-            );
-            assert_eq!(
-                o.code,
-                0,
-                "{what}: restore {id} after the prunes: {}",
-                o.all()
-            );
-        }
-        restores_exactly(&dir, &snapshot_id_of(&b), &src, &want, &what);
-        fs::remove_dir_all(&dir).unwrap();
-    }
-    println!("a backup with {opens} opens: the prune ran beside it at {pruned_beside} points");
-    assert!(pruned_beside > 0, "no prune ran beside the held backup");
-}
-
-/// The other way round: `forget --keep-last 1 --prune --keep-delete 0s`
-/// held just after each of its opens in turn while a backup that stores
-/// data only a forgotten snapshot held runs to its end, then let go. Each
-/// time both succeed, `check` passes, the backup's snapshot restores
-/// exactly, and after prunes with no grace period it still does and
-/// `check --read-data` passes.
-#[test]
-fn a_prune_held_at_each_open_beside_a_backup_keeps_its_snapshot_whole() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 3);
-    fill(&src.join("r0"), 10, 4, 200 << 10);
-    let want = manifest(&src);
-    let scratch = tempfile::tempdir().unwrap();
-    let forget = [
-        "forget",
-        "--keep-last",
-        "1",
-        "--prune",
-        "--keep-delete",
-        "0s",
-    ];
-    let count = scratch.path().join("count");
-    copy_state(&state, &count);
-    let (_, opens) = run_held(&count, &forget, &[], None, scratch.path());
-    for n in points(opens) {
-        let dir = scratch.path().join(format!("at-{n}"));
-        copy_state(&state, &dir);
-        let (repo, cache) = paths(&dir);
-        let what = format!("a prune held after open {} of {opens}", n + 1);
-        let hold = shim::Hold::new(&repo, false, scratch.path(), &format!("prune-{n}"))
-            .after_open()
-            .skip(n);
-        let mut c = larder_cmd(&repo, &dir.join("cache-prune"), &forget);
-        hold.inject(&mut c);
-        let mut held = spawn(c);
-        hold.wait_held(&mut held, &what);
-        let b = larder_run(&repo, &cache, &["backup", "--json", path_str(&src)]);
-        assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
-        hold.release();
-        let p = wait_bounded(held, &what);
-        assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
-        check_passes(&repo, &cache, false, &what);
-        let id = snapshot_id_of(&b);
-        restores_exactly(&dir, &id, &src, &want, &what);
-        for _ in 0..2 {
-            larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
-        }
-        assert!(
-            snapshot_names(&repo).contains(&id),
-            "{what}: the new snapshot is gone"
-        );
-        restores_exactly(&dir, &id, &src, &want, &what);
-        fs::remove_dir_all(&dir).unwrap();
-    }
-}
-
-/// A restore of the newest snapshot held just after each of its opens in
-/// turn while `forget --keep-last 1 --prune --keep-delete 0s` runs to its
-/// end (deleting the other snapshots' packs and repacking the packs the
-/// newest shares with them), then let go: it restores the snapshot
-/// exactly, and prunes after it leave a repository `check --read-data`
-/// passes.
-#[test]
-fn a_restore_held_at_each_open_beside_a_prune_restores_exactly() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, want) = backed_up(base.path(), &src, 3);
-    let scratch = tempfile::tempdir().unwrap();
-    let newest = {
-        let (repo, cache) = paths(&state);
-        let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
-        let v = crate::support::json_lines(&o.out);
-        // Oldest first.
-        let last = v[0].as_array().unwrap().last().unwrap();
-        last["id"].as_str().unwrap().to_string()
-    };
-    let forget = [
-        "forget",
-        "--keep-last",
-        "1",
-        "--prune",
-        "--keep-delete",
-        "0s",
-        "--max-unused",
-        "0",
-    ];
-    // Relative: each copy of the state restores into its own directory.
-    let args = ["restore", "-q", newest.as_str(), "--target", "back"];
-    let count = scratch.path().join("count");
-    copy_state(&state, &count);
-    let (_, opens) = run_held(&count, &args, &[], None, scratch.path());
-    let (mut deleted_beside, mut kept_beside) = (0, 0);
-    for n in points(opens) {
-        let dir = scratch.path().join(format!("at-{n}"));
-        copy_state(&state, &dir);
-        let (repo, cache) = paths(&dir);
-        let what = format!("a restore held after open {} of {opens}", n + 1);
-        let hold = shim::Hold::new(&repo, false, scratch.path(), &format!("restore-{n}"))
-            .after_open()
-            .skip(n);
-        let mut c = larder_cmd(&repo, &cache, &args);
-        c.current_dir(&dir);
-        hold.inject(&mut c);
-        let mut held = spawn(c);
-        hold.wait_held(&mut held, &what);
-        let before = crate::support::pack_names(&repo);
-        let p = larder_run(&repo, &dir.join("cache-prune"), &forget);
-        assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
-        let gone = before
-            .difference(&crate::support::pack_names(&repo))
-            .count();
-        if gone > 0 {
-            deleted_beside += 1;
-        } else {
-            kept_beside += 1;
-        }
-        hold.release();
-        let r = wait_bounded(held, &what);
-        assert_eq!(r.code, 0, "{what}: the restore: {}", r.all());
-        let got = dir.join("back").join(src.strip_prefix("/").unwrap());
-        assert_same_manifest(&want, &manifest(&got), &what);
-        fs::remove_dir_all(dir.join("back")).unwrap();
-        for _ in 0..2 {
-            larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
-        }
-        restores_exactly(&dir, &newest, &src, &want, &what);
-        fs::remove_dir_all(&dir).unwrap();
-    }
-    println!(
-        "a restore with {opens} opens: the prune deleted packs beside it at {deleted_beside} \
-         points, and kept them for it at {kept_beside}"
-    );
-    assert!(deleted_beside > 0 && kept_beside > 0);
 }

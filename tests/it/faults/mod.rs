@@ -12,6 +12,7 @@ mod crash_points;
 mod disk_full;
 mod faulty_backend;
 mod first_backup;
+mod interleavings;
 mod interrupt;
 mod io_errors;
 mod key_changes;
@@ -190,6 +191,13 @@ pub fn check_passes(repo: &Path, cache: &Path, read_data: bool, when: &str) -> O
         &["check"]
     };
     let o = larder_run(repo, cache, args);
+    assert_check_clean(&o, when);
+    o
+}
+
+/// What a `check` printed says it passed: exit 0, no error, "no errors
+/// were found" (notices are allowed).
+pub fn assert_check_clean(o: &Out, when: &str) {
     assert!(
         o.code == 0
             && !o.err.lines().any(|l| l.starts_with("error:"))
@@ -197,7 +205,6 @@ pub fn check_passes(repo: &Path, cache: &Path, read_data: bool, when: &str) -> O
         "check {when}: {}",
         o.all()
     );
-    o
 }
 
 /// The `notice:` lines a command printed.

@@ -1,0 +1,300 @@
+//! Two larder processes on one repository, at every point of one of them:
+//! the first is held (by the fault shim) just after each of its opens in
+//! the repository in turn, on a fresh copy of a prepared state each time,
+//! while the second runs to its end; then the first is let go. Where
+//! `concurrency`, `readers` and `beside_prune` try chosen moments (a lock,
+//! a listing), this walks all of them. It found a backup failing because
+//! a prune removed its lock's temporary file, and a prune stopping as
+//! "corrupt" on the snapshot of a backup that ended beside it.
+//!
+//! Each time both must succeed (the second may find a lock it must not
+//! run beside: exit 11), `check` passes, every snapshot either wrote
+//! restores exactly, and prunes with no grace period afterwards leave a
+//! repository that restores exactly and `check --read-data` reads whole.
+
+use super::crash_points::{
+    FORGET, backed_up, copy_state, paths, points, restores_exactly, run_held,
+};
+use super::{
+    Out, assert_check_clean, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
+    manifest, shim, snapshot_id_of, snapshot_names, spawn, wait_bounded,
+};
+use crate::support::{pack_names, path_str};
+use std::cell::Cell;
+use std::fs;
+use std::path::Path;
+
+/// For each open of `larder HELD` in the repository: on a fresh copy of
+/// `state` (the copy its working directory, `cache` its cache), `held`
+/// is held just after that open, `meanwhile(copy, what)` runs, `held` is
+/// let go and must succeed, `check` must pass, and `after(copy, held's
+/// output, what)` judges the rest. Returns how many opens `held` makes.
+fn sweep(
+    state: &Path,
+    held: &[&str],
+    mut meanwhile: impl FnMut(&Path, &str),
+    mut after: impl FnMut(&Path, &Out, &str),
+) -> u64 {
+    let scratch = tempfile::tempdir().unwrap();
+    let count = scratch.path().join("count");
+    copy_state(state, &count);
+    let (_, opens) = run_held(&count, held, &[], None, scratch.path());
+    for n in points(opens) {
+        let dir = scratch.path().join(format!("at-{n}"));
+        copy_state(state, &dir);
+        let (repo, cache) = paths(&dir);
+        let what = format!("{held:?} held after open {} of {opens}", n + 1);
+        let hold = shim::Hold::new(&repo, false, scratch.path(), &n.to_string())
+            .after_open()
+            .skip(n);
+        let mut c = larder_cmd(&repo, &cache, held);
+        c.current_dir(&dir);
+        hold.inject(&mut c);
+        let mut child = spawn(c);
+        hold.wait_held(&mut child, &what);
+        meanwhile(&dir, &what);
+        hold.release();
+        let o = wait_bounded(child, &what);
+        assert_eq!(o.code, 0, "{what}: {}", o.all());
+        check_passes(&repo, &cache, false, &what);
+        after(&dir, &o, &what);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+    opens
+}
+
+/// `larder ARGS` in `dir` as a second process (its own cache).
+fn second(dir: &Path, args: &[&str]) -> Out {
+    let repo = dir.join("repo");
+    let mut c = larder_cmd(&repo, &dir.join("cache-2"), args);
+    c.current_dir(dir);
+    wait_bounded(spawn(c), &format!("beside: larder {args:?}"))
+}
+
+/// Prunes with no grace period, twice (the second deletes what the first
+/// marked while nothing else runs); then `id` restores exactly.
+fn prunes_keep(dir: &Path, id: &str, src: &Path, want: &Want, what: &str) {
+    let (repo, cache) = paths(dir);
+    for _ in 0..2 {
+        larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+    }
+    assert!(
+        snapshot_names(&repo).contains(id),
+        "{what}: snapshot {id} is gone after the prunes"
+    );
+    restores_exactly(dir, id, src, want, what);
+}
+
+type Want = std::collections::BTreeMap<String, String>;
+
+/// Writes back (into `src/r0`) data that only the oldest snapshot of
+/// [`backed_up`]'s three holds, so a backup finds it stored in packs a
+/// prune that keeps the newest snapshot marks or deletes.
+fn bring_back_old_data(src: &Path) -> Want {
+    fill(&src.join("r0"), 10, 4, 200 << 10);
+    manifest(src)
+}
+
+/// A backup held at each open beside `forget … --prune`: the backup
+/// completes and its snapshot restores exactly, before and after more
+/// prunes.
+#[test]
+fn a_backup_at_each_open_beside_a_prune() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 3);
+    let want = bring_back_old_data(&src);
+    let pruned = Cell::new(0);
+    let args = ["backup", "--json", path_str(&src)];
+    let opens = sweep(
+        &state,
+        &args,
+        |dir, what| {
+            let p = second(dir, FORGET);
+            assert!(p.code == 0 || p.code == 11, "{what}: {}", p.all());
+            pruned.set(pruned.get() + usize::from(p.code == 0));
+        },
+        |dir, b, what| {
+            let id = snapshot_id_of(b);
+            restores_exactly(dir, &id, &src, &want, what);
+            prunes_keep(dir, &id, &src, &want, what);
+        },
+    );
+    println!(
+        "a backup with {opens} opens: pruned beside it at {} points",
+        pruned.get()
+    );
+    assert!(pruned.get() > 0, "no prune ran beside the held backup");
+}
+
+/// `forget … --prune` held at each open beside a backup that ends first:
+/// both succeed; the backup's snapshot is kept and restores exactly.
+#[test]
+fn a_prune_at_each_open_beside_a_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 3);
+    let want = bring_back_old_data(&src);
+    let id = std::cell::RefCell::new(String::new());
+    sweep(
+        &state,
+        FORGET,
+        |dir, what| {
+            let b = second(dir, &["backup", "--json", path_str(&src)]);
+            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+            *id.borrow_mut() = snapshot_id_of(&b);
+        },
+        |dir, _, what| prunes_keep(dir, &id.borrow(), &src, &want, what),
+    );
+}
+
+/// A restore of the newest snapshot held at each open beside `forget …
+/// --prune` (which deletes the other snapshots' packs and repacks those
+/// the newest shares with them): it restores exactly. Both regimes occur:
+/// the prune deletes packs when the restore holds no lock yet, and leaves
+/// them while it does.
+#[test]
+fn a_restore_at_each_open_beside_a_prune() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 3);
+    let newest = {
+        let (repo, cache) = paths(&state);
+        let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
+        let v = crate::support::json_lines(&o.out);
+        // Oldest first.
+        let last = v[0].as_array().unwrap().last().unwrap();
+        last["id"].as_str().unwrap().to_string()
+    };
+    let (deleted, kept) = (Cell::new(0), Cell::new(0));
+    let args = ["restore", "-q", newest.as_str(), "--target", "back"];
+    let opens = sweep(
+        &state,
+        &args,
+        |dir, what| {
+            let before = pack_names(&dir.join("repo"));
+            let p = second(dir, FORGET);
+            assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
+            let gone = before.difference(&pack_names(&dir.join("repo"))).count();
+            let n = if gone > 0 { &deleted } else { &kept };
+            n.set(n.get() + 1);
+        },
+        |dir, _, what| {
+            let got = dir.join("back").join(src.strip_prefix("/").unwrap());
+            assert_same_manifest(&want, &manifest(&got), what);
+            fs::remove_dir_all(dir.join("back")).unwrap();
+            prunes_keep(dir, &newest, &src, &want, what);
+        },
+    );
+    println!(
+        "a restore with {opens} opens: the prune deleted packs beside it at {} points and \
+         kept them at {}",
+        deleted.get(),
+        kept.get()
+    );
+    assert!(deleted.get() > 0 && kept.get() > 0);
+}
+
+/// Two backups at once, of trees that share data: one held at each of its
+/// opens while the other runs. Both snapshots restore exactly.
+#[test]
+fn a_backup_at_each_open_beside_another_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 1);
+    fill(&src.join("new"), 20, 4, 150 << 10);
+    let want = manifest(&src);
+    let other = base.path().join("other");
+    fill(&other, 20, 4, 150 << 10); // the same files as src/new
+    fill(&other.join("own"), 21, 3, 100 << 10);
+    let want_other = manifest(&other);
+    let other_id = std::cell::RefCell::new(String::new());
+    sweep(
+        &state,
+        &["backup", "--json", path_str(&src)],
+        |dir, what| {
+            let b = second(dir, &["backup", "--json", path_str(&other)]);
+            assert_eq!(b.code, 0, "{what}: the other backup: {}", b.all());
+            *other_id.borrow_mut() = snapshot_id_of(&b);
+        },
+        |dir, b, what| {
+            restores_exactly(dir, &snapshot_id_of(b), &src, &want, what);
+            restores_exactly(dir, &other_id.borrow(), &other, &want_other, what);
+        },
+    );
+}
+
+/// A backup held at each open while every snapshot, its parent included,
+/// is forgotten and pruned at once: it completes (reading again what its
+/// parent no longer vouches for) and restores exactly.
+#[test]
+fn a_backup_at_each_open_beside_forgetting_its_parent() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 2);
+    fill(&src.join("d1"), 30, 2, 30 << 10);
+    let want = manifest(&src);
+    // The snapshots before the backup (not the one it may have written by
+    // then).
+    let ids = snapshot_names(&state.join("repo"));
+    sweep(
+        &state,
+        &["backup", "--json", path_str(&src)],
+        |dir, what| {
+            let mut args = vec!["forget", "--prune", "--keep-delete", "0s"];
+            args.extend(ids.iter().map(String::as_str));
+            let p = second(dir, &args);
+            assert_eq!(p.code, 0, "{what}: forgetting every snapshot: {}", p.all());
+        },
+        |dir, b, what| {
+            let id = snapshot_id_of(b);
+            restores_exactly(dir, &id, &src, &want, what);
+            prunes_keep(dir, &id, &src, &want, what);
+        },
+    );
+}
+
+/// `check` held at each open beside `forget … --prune`: it finds no
+/// error (what the prune removed under it is at most a notice).
+#[test]
+fn a_check_at_each_open_beside_a_prune() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 3);
+    sweep(
+        &state,
+        &["check"],
+        |dir, what| {
+            let p = second(dir, FORGET);
+            assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
+        },
+        |_, c, what| assert_check_clean(c, what),
+    );
+}
+
+/// `forget … --prune` held at each open beside `tag`, which saves the
+/// newest snapshot anew and removes the old object: both succeed and the
+/// tagged snapshot restores exactly, before and after more prunes.
+#[test]
+fn a_prune_at_each_open_beside_a_tag() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 3);
+    sweep(
+        &state,
+        FORGET,
+        |dir, what| {
+            let t = second(dir, &["tag", "--add", "kept", "latest"]);
+            assert_eq!(t.code, 0, "{what}: tag: {}", t.all());
+        },
+        |dir, _, what| {
+            let (repo, cache) = paths(dir);
+            let o = larder_ok(&repo, &cache, &["snapshots", "--json", "--tag", "kept"]);
+            let v = crate::support::json_lines(&o.out);
+            let tagged = v[0].as_array().unwrap();
+            assert_eq!(tagged.len(), 1, "{what}: tagged snapshots: {}", o.out);
+            let id = tagged[0]["id"].as_str().unwrap().to_string();
+            prunes_keep(dir, &id, &src, &want, what);
+        },
+    );
+}
