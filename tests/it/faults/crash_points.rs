@@ -62,12 +62,14 @@ pub(super) enum Ended {
 }
 
 /// Runs `larder ARGS` on the state in `dir` (its `repo` and `cache`),
-/// held just after its open number `skip + 1` below the repository, and
+/// held just after its open number `skip + 1` below the state's directory
+/// `under` (`repo`, or another repository it reads), and
 /// kills it there; or counts its opens when `skip` is `None` (it runs
 /// whole). Returns how it ended and how many opens matched (for a killed
 /// run, the ones up to the one it was held at).
 pub(super) fn run_held(
     dir: &Path,
+    under: &str,
     args: &[&str],
     env: &[(&str, &str)],
     skip: Option<u64>,
@@ -75,9 +77,7 @@ pub(super) fn run_held(
 ) -> (Ended, u64) {
     let (repo, cache) = (dir.join("repo"), dir.join("cache"));
     let tag = format!("{}", skip.map_or(-1, |n| n as i64));
-    let hold = shim::Hold::new(&repo, false, scratch, &tag)
-        .after_open()
-        .skip(skip.unwrap_or(1 << 40));
+    let hold = hold_below(dir, under, scratch, &tag).skip(skip.unwrap_or(1 << 40));
     let mut c = larder_cmd(&repo, &cache, args);
     c.envs(env.iter().copied()).current_dir(dir);
     hold.inject(&mut c);
@@ -109,6 +109,19 @@ pub(super) fn run_held(
     }
 }
 
+/// A hold (just after the open) of the opens below the state's directory
+/// `under`: the repository, named by its absolute path (`larder_cmd`), or
+/// another one the command names relative to the state, its working
+/// directory (the shim matches paths as the process gives them).
+pub(super) fn hold_below(dir: &Path, under: &str, scratch: &Path, tag: &str) -> shim::Hold {
+    let hold = if under == "repo" {
+        shim::Hold::new(&dir.join(under), false, scratch, tag)
+    } else {
+        shim::Hold::prefixed(&format!("{under}/"), false, scratch, tag)
+    };
+    hold.after_open()
+}
+
 /// The opens to kill at: all of `0..n`, or `MAX_POINTS` of them spread
 /// evenly, the first and the last included.
 pub(super) fn points(n: u64) -> Vec<u64> {
@@ -137,7 +150,7 @@ fn each_point(
     let scratch = tempfile::tempdir().unwrap();
     let count_dir = scratch.path().join("count");
     copy_state(base, &count_dir);
-    let (ended, opens) = run_held(&count_dir, args, env, None, scratch.path());
+    let (ended, opens) = run_held(&count_dir, "repo", args, env, None, scratch.path());
     match ended {
         Ended::Finished(o) => assert_eq!(o.code, 0, "the unbroken run: {}", o.all()),
         Ended::Killed => panic!("the counting run of {args:?} was held"),
@@ -149,7 +162,7 @@ fn each_point(
         let dir = scratch.path().join(format!("at-{n}"));
         copy_state(base, &dir);
         let what = format!("larder {args:?} killed after open {} of {opens}", n + 1);
-        match run_held(&dir, args, env, Some(n), scratch.path()).0 {
+        match run_held(&dir, "repo", args, env, Some(n), scratch.path()).0 {
             Ended::Killed => killed += 1,
             Ended::Finished(o) => assert_eq!(o.code, 0, "{what}, but it finished: {}", o.all()),
         }

@@ -13,11 +13,11 @@
 //! repository that restores exactly and `check --read-data` reads whole.
 
 use super::crash_points::{
-    FORGET, backed_up, copy_state, paths, points, restores_exactly, run_held,
+    FORGET, backed_up, copy_state, hold_below, paths, points, restores_exactly, run_held,
 };
 use super::{
     Out, assert_check_clean, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
-    manifest, shim, snapshot_id_of, snapshot_names, spawn, wait_bounded,
+    manifest, snapshot_id_of, snapshot_names, spawn, wait_bounded,
 };
 use crate::support::{pack_names, path_str};
 use std::cell::Cell;
@@ -32,23 +32,35 @@ use std::path::Path;
 fn sweep(
     state: &Path,
     held: &[&str],
+    meanwhile: impl FnMut(&Path, &str),
+    after: impl FnMut(&Path, &Out, &str),
+) -> u64 {
+    sweep_under(state, "repo", held, meanwhile, after)
+}
+
+/// [`sweep`], holding `held` at its opens below the state's directory
+/// `under` (`repo`, or another repository it reads).
+fn sweep_under(
+    state: &Path,
+    under: &str,
+    held: &[&str],
     mut meanwhile: impl FnMut(&Path, &str),
     mut after: impl FnMut(&Path, &Out, &str),
 ) -> u64 {
     let scratch = tempfile::tempdir().unwrap();
     let count = scratch.path().join("count");
     copy_state(state, &count);
-    let (_, opens) = run_held(&count, held, &[], None, scratch.path());
+    // For `copy`, whose source has the same passphrase.
+    let env = [("LARDER_FROM_PASSWORD", crate::common::PASS)];
+    let (_, opens) = run_held(&count, under, held, &env, None, scratch.path());
     for n in points(opens) {
         let dir = scratch.path().join(format!("at-{n}"));
         copy_state(state, &dir);
         let (repo, cache) = paths(&dir);
         let what = format!("{held:?} held after open {} of {opens}", n + 1);
-        let hold = shim::Hold::new(&repo, false, scratch.path(), &n.to_string())
-            .after_open()
-            .skip(n);
+        let hold = hold_below(&dir, under, scratch.path(), &n.to_string()).skip(n);
         let mut c = larder_cmd(&repo, &cache, held);
-        c.current_dir(&dir);
+        c.current_dir(&dir).envs(env);
         hold.inject(&mut c);
         let mut child = spawn(c);
         hold.wait_held(&mut child, &what);
@@ -297,4 +309,37 @@ fn a_prune_at_each_open_beside_a_tag() {
             prunes_keep(dir, &id, &src, &want, what);
         },
     );
+}
+
+/// `copy` held at each of its opens in the repository it copies from,
+/// while `forget … --prune` runs there (deleting the other snapshots'
+/// packs and repacking the rest): the copy completes, and the newest
+/// snapshot it holds restores exactly.
+#[test]
+fn a_copy_at_each_open_of_its_source_beside_a_prune_there() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, 3);
+    let (repo, cache) = paths(&state);
+    fs::rename(&repo, state.join("from")).unwrap();
+    drop(crate::common::init_at(&repo, &cache));
+    let copied = Cell::new(0);
+    sweep_under(
+        &state,
+        "from",
+        &["copy", "--from-repo", "from"],
+        |dir, what| {
+            let mut c = larder_cmd(&dir.join("from"), &dir.join("cache-2"), FORGET);
+            c.current_dir(dir);
+            let p = wait_bounded(spawn(c), "the prune of the source");
+            assert_eq!(p.code, 0, "{what}: the prune of the source: {}", p.all());
+        },
+        |dir, _, what| {
+            let n = snapshot_names(&dir.join("repo")).len();
+            assert!((1..=3).contains(&n), "{what}: {n} snapshots copied");
+            copied.set(copied.get().max(n));
+            restores_exactly(dir, "latest", &src, &want, what);
+        },
+    );
+    assert_eq!(copied.get(), 3, "no copy began before the prune");
 }
