@@ -79,7 +79,11 @@ pub(super) fn run_held(
     let tag = format!("{}", skip.map_or(-1, |n| n as i64));
     let hold = hold_below(dir, under, scratch, &tag).skip(skip.unwrap_or(1 << 40));
     let mut c = larder_cmd(&repo, &cache, args);
-    c.envs(env.iter().copied()).current_dir(dir);
+    c.envs(
+        env.iter()
+            .map(|(k, v)| (*k, v.replace("{dir}", path_str(dir)))),
+    )
+    .current_dir(dir);
     hold.inject(&mut c);
     let mut child = spawn(c);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -134,8 +138,9 @@ pub(super) fn points(n: u64) -> Vec<u64> {
 }
 
 /// Kills `larder ARGS` at each of its opens in turn, each time on a fresh
-/// copy of the state in `base` (with `env` added to its environment, and
-/// the copy as its working directory);
+/// copy of the state in `base` (with `env` added to its environment,
+/// `{dir}` in a value standing for the copy, and the copy as its working
+/// directory);
 /// `after` checks the copy after the kill
 /// (and a copy where the command finished, having made fewer opens this
 /// time), after `check` has passed there when `check` is set and a
@@ -477,4 +482,62 @@ fn a_key_passwd_killed_at_each_open_leaves_a_repository_a_passphrase_opens() {
         let got = back.join(src.strip_prefix("/").unwrap());
         assert_same_manifest(&want, &manifest(&got), what);
     });
+}
+
+/// A scheduled run (`larder run PROFILE`: backup, retention, prune and
+/// check when due) killed at each open: the next run of the profile
+/// succeeds, the profile's retention holds, and the newest snapshot
+/// restores exactly.
+#[test]
+fn a_scheduled_run_killed_at_each_open_leaves_a_repository_the_next_run_completes() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 2);
+    fill(&src.join("new"), 40, 3, 100 << 10);
+    let want = manifest(&src);
+    fs::write(state.join("pass"), format!("{}\n", crate::common::PASS)).unwrap();
+    let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+    fs::set_permissions(state.join("pass"), private).unwrap();
+    // Due at once (never run), then not again today.
+    let now = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC);
+    let daily = format!("{} {} * * *", now.minute(), (now.hour() + 12) % 24);
+    fs::write(
+        state.join("larder.toml"),
+        format!(
+            "[profile.home]\nrepository = \"~/repo\"\npassword-file = \"pass\"\n\
+             paths = [{:?}]\nretries = 0\nkeep-last = 2\nprune = {daily:?}\n\
+             check = {daily:?}\n",
+            path_str(&src)
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("HOME", "{dir}"),
+        ("LARDER_CONFIG", "{dir}/larder.toml"),
+        ("TZ", "UTC"),
+    ];
+    let run = |dir: &Path| {
+        let (repo, cache) = paths(dir);
+        let mut c = larder_cmd(&repo, &cache, &["--json", "run", "home"]);
+        c.env("HOME", dir)
+            .env("LARDER_CONFIG", dir.join("larder.toml"))
+            .env("TZ", "UTC")
+            .current_dir(dir);
+        wait_bounded(spawn(c), "the next run")
+    };
+    each_point(
+        &state,
+        &["--json", "run", "home"],
+        &env,
+        true,
+        |dir, what| {
+            let o = run(dir);
+            assert_eq!(o.code, 0, "{what}: {}", o.all());
+            let summary = crate::support::json_lines(&o.out).pop().unwrap();
+            assert_eq!(summary["result"], "ok", "{what}: {summary}");
+            let left = snapshot_names(&dir.join("repo")).len();
+            assert!(left <= 2, "{what}: {left} snapshots, keep-last = 2");
+            restores_exactly(dir, "latest", &src, &want, what);
+        },
+    );
 }
