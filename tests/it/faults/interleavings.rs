@@ -103,8 +103,11 @@ type Want = std::collections::BTreeMap<String, String>;
 /// [`backed_up`]'s three holds, so a backup finds it stored in packs a
 /// prune that keeps the newest snapshot marks or deletes.
 fn bring_back_old_data(src: &Path) -> Want {
+    let before = manifest(src);
     fill(&src.join("r0"), 10, 4, 200 << 10);
-    manifest(src)
+    let after = manifest(src);
+    assert_ne!(before, after, "the tree did not change");
+    after
 }
 
 /// A backup held at each open beside `forget … --prune`: the backup
@@ -282,6 +285,61 @@ fn a_check_at_each_open_beside_a_prune() {
         },
         |_, c, what| assert_check_clean(c, what),
     );
+}
+
+/// `check` held at each open beside a backup that ends first: it finds
+/// no error (the backup's new snapshot, packs and index included).
+#[test]
+fn a_check_at_each_open_beside_a_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 3);
+    let want = bring_back_old_data(&src);
+    sweep(
+        &state,
+        &["check", "--read-data"],
+        |dir, what| {
+            let b = second(dir, &["backup", "--json", path_str(&src)]);
+            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+        },
+        |dir, c, what| {
+            assert_check_clean(c, what);
+            restores_exactly(dir, "latest", &src, &want, what);
+        },
+    );
+}
+
+/// `restore latest` held at each open beside a backup that ends first:
+/// it restores the snapshot that was newest when it picked one, exactly
+/// (the backup's, when it picks after the backup ended).
+#[test]
+fn a_restore_of_latest_at_each_open_beside_a_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, before) = backed_up(base.path(), &src, 3);
+    let after = bring_back_old_data(&src);
+    let (olds, news) = (Cell::new(0), Cell::new(0));
+    sweep(
+        &state,
+        &["restore", "-q", "latest", "--target", "back"],
+        |dir, what| {
+            let b = second(dir, &["backup", "--json", path_str(&src)]);
+            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+        },
+        |dir, _, what| {
+            let got = manifest(&dir.join("back").join(src.strip_prefix("/").unwrap()));
+            let n = if got == after { &news } else { &olds };
+            n.set(n.get() + 1);
+            let want = if got == after { &after } else { &before };
+            assert_same_manifest(want, &got, what);
+        },
+    );
+    println!(
+        "restore latest: the older snapshot {} times, the backup's {}",
+        olds.get(),
+        news.get()
+    );
+    assert!(olds.get() > 0 && news.get() > 0);
 }
 
 /// `forget … --prune` held at each open beside `tag`, which saves the
