@@ -190,7 +190,9 @@ pub type Listing = (Vec<(Id, Snapshot)>, Vec<Error>);
 
 /// Every snapshot (with its id) passing `filter`, oldest first.
 /// Unreadable snapshots are returned as errors in the second list; one
-/// removed between the listing and its read is left out.
+/// removed between the listing and its read is left out. The index cache,
+/// if in use, is brought up to date after the listing
+/// ([`Repository::index_after_listing`]).
 pub fn list(repo: &Repository, filter: &Filter) -> Result<Listing> {
     let mut out = Vec::new();
     let mut bad = Vec::new();
@@ -208,6 +210,7 @@ pub fn list(repo: &Repository, filter: &Filter) -> Result<Listing> {
         }
     }
     out.sort_by(|a, b| a.1.time_ns.cmp(&b.1.time_ns).then(a.0.cmp(&b.0)));
+    repo.index_after_listing();
     Ok((out, bad))
 }
 
@@ -236,7 +239,10 @@ pub fn resolve(repo: &Repository, reference: &str, filter: &Filter) -> Result<(I
         // Listed, then removed by a `forget` (or `tag`, `rewrite`) before it
         // was read: gone, as if it had never been listed (SPEC section 21).
         [one] => match load(repo, one) {
-            Ok(snap) => Ok((Id::from_hex(one)?, snap)),
+            Ok(snap) => {
+                repo.index_after_listing();
+                Ok((Id::from_hex(one)?, snap))
+            }
             Err(e) if e.is_not_found() => Err(Error::NoSnapshot(format!(
                 "no snapshot {reference}: snapshot {one} was removed meanwhile by another process"
             ))),

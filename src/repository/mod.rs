@@ -45,6 +45,10 @@ pub struct Repository {
     /// Whether the index cache has been brought up to date with `index/`
     /// since open (the first use of the index does it).
     index_synced: AtomicBool,
+    /// Whether `index/` must be read again before the index cache's next
+    /// use: set under a new read lock and after each listing of
+    /// `snapshots/` (see [`Repository::index_after_listing`]).
+    index_stale: AtomicBool,
     /// Index segments the first sync skipped, until taken (see
     /// [`Repository::take_index_problems`]).
     index_problems: Mutex<Vec<String>>,
@@ -222,6 +226,7 @@ impl Repository {
             key_id,
             index: Mutex::new(index),
             index_synced: AtomicBool::new(false),
+            index_stale: AtomicBool::new(false),
             index_problems: Mutex::new(Vec::new()),
             index_problems_to: Mutex::new(None),
             tree_cache,
@@ -285,10 +290,11 @@ impl Repository {
     }
 
     /// The index cache (locked for the caller), brought up to date with
-    /// `index/` first if this is its first use since open.
+    /// `index/` first if this is its first use since open, or since a read
+    /// lock was taken or `snapshots/` listed.
     pub fn index(&self) -> Result<MutexGuard<'_, Index>> {
         let mut g = self.lock_index()?;
-        if !self.index_synced.load(Ordering::Acquire) {
+        if self.index_stale.load(Ordering::Acquire) || !self.index_synced.load(Ordering::Acquire) {
             self.sync_locked(&mut g)?;
         }
         Ok(g)
@@ -303,7 +309,15 @@ impl Repository {
     /// Syncs the locked index; the first sync's problems are told, or
     /// kept until taken.
     fn sync_locked(&self, g: &mut Index) -> Result<SyncReport> {
-        let report = g.sync(self.backend.as_ref(), &self.keys)?;
+        // What is listed from here on is read after this sync's listing.
+        let stale = self.index_stale.swap(false, Ordering::AcqRel);
+        let report = match g.sync(self.backend.as_ref(), &self.keys) {
+            Ok(r) => r,
+            Err(e) => {
+                self.index_stale.fetch_or(stale, Ordering::AcqRel);
+                return Err(e);
+            }
+        };
         if !self.index_synced.swap(true, Ordering::AcqRel) {
             let tell = self.index_problems_to.lock().ok().and_then(|t| *t);
             match tell {
@@ -328,6 +342,16 @@ impl Repository {
         if let Ok(mut t) = self.index_problems_to.lock() {
             *t = Some(to);
         }
+    }
+
+    /// To be called after listing `snapshots/`: the index cache's next use
+    /// ([`Repository::index`]) reads `index/` again first, so that it
+    /// places every blob of each snapshot listed (a backup writes a
+    /// snapshot's index segments before the snapshot: repo-format/SPEC.md,
+    /// section 13), even one written by a backup that ended after the last
+    /// sync. A command that lists and never looks a blob up reads nothing.
+    pub fn index_after_listing(&self) {
+        self.index_stale.store(true, Ordering::Release);
     }
 
     /// Re-reads `index/` into the cache. Segments that cannot be read are
@@ -458,12 +482,13 @@ impl Repository {
     /// that marked and swept (`--keep-delete 0s`) in between without
     /// seeing the reader.
     ///
-    /// A fresh lock brings the index cache up to date under it, as a
-    /// backup's does: a cache synced before the lock may place a blob in a
-    /// pack that a prune, not waiting for this reader, repacked and deleted
-    /// in between (SPEC section 21, rule 2). Open the repository unsynced
-    /// ([`Repository::open_unsynced`]) to list `index/` and `marks/` only
-    /// here. Without a lock the cache is synced if it was not yet.
+    /// A fresh lock has the index cache brought up to date under it before
+    /// its next use, as a backup's does: a cache synced before the lock may
+    /// place a blob in a pack that a prune, not waiting for this reader,
+    /// repacked and deleted in between (SPEC section 21, rule 2). Open the
+    /// repository unsynced ([`Repository::open_unsynced`]) to list `index/`
+    /// and `marks/` only then. Without a lock the cache is synced if it was
+    /// not yet.
     pub fn lock_for_reading(&self) -> Result<Option<Arc<LockGuard>>> {
         if !self.lock_readers.load(Ordering::Relaxed) {
             drop(self.index()?);
@@ -480,7 +505,7 @@ impl Repository {
             Ok(g) => {
                 let g = Arc::new(g);
                 *held = Arc::downgrade(&g);
-                self.sync_index()?;
+                self.index_stale.store(true, Ordering::Release);
                 Ok(Some(g))
             }
             Err(e) if storage_refuses_writes(&e) => Err(Error::Usage(format!(

@@ -747,9 +747,12 @@ fn s3_requests_per_command_are_few() {
     assert_eq!(proxy.count("GET packs"), 1, "one small file: {what}");
 
     // A command lists the index only if it reads it, and then once, under
-    // its lock: none for those that never read it (even with an empty
-    // cache, a new machine's), one listing for a reader or a prune (which
-    // lists `marks/` a second time to find its earlier plans).
+    // its lock and after it picked its snapshots: none for those that never
+    // read it (even with an empty cache, a new machine's), one listing for
+    // a reader. A prune lists it twice: under its lock, and again after it
+    // lists the snapshots it marks from, which a backup may have added to
+    // meanwhile (SPEC section 13); and `marks/` once more to find its
+    // earlier plans.
     let fresh = Client::new(&repo, &s3_env());
     for (who, args, index, marks) in [
         (&a, &["snapshots"][..], 0, 0),
@@ -757,7 +760,7 @@ fn s3_requests_per_command_are_few() {
         (&a, &["key", "list"], 0, 0),
         (&a, &["forget", "--keep-last", "100"], 0, 0),
         (&a, &["cat", "tree", "latest"], 1, 1),
-        (&a, &["prune", "--dry-run"], 1, 2),
+        (&a, &["prune", "--dry-run"], 2, 3),
     ] {
         proxy.reset_counts();
         who.run(args, 0);

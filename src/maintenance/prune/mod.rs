@@ -217,14 +217,10 @@ pub struct PruneReport {
 }
 
 /// Every snapshot's root tree, labelled, with the index synced after the
-/// listing (repo-format/SPEC.md, section 13); an unreadable snapshot stops
-/// prune (what it uses cannot be known).
+/// listing (by [`snapshot::list`]); an unreadable snapshot stops prune
+/// (what it uses cannot be known).
 pub(crate) fn all_snapshot_roots(repo: &Repository) -> Result<Vec<(Id, String)>> {
     let (list, bad) = snapshot::list(repo, &Filter::default())?;
-    // A backup writes its index segments before its snapshot, so the
-    // index as it is after the listing places every tree a listed snapshot
-    // references (one that ended since the prune's last sync included).
-    repo.sync_index()?;
     if let Some(e) = bad.into_iter().next() {
         return Err(Error::corrupt(
             "snapshots",

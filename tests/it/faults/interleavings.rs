@@ -13,7 +13,7 @@
 //! repository that restores exactly and `check --read-data` reads whole.
 
 use super::crash_points::{
-    FORGET, backed_up, copy_state, hold_below, paths, points, restores_exactly, run_held,
+    Ended, FORGET, backed_up, copy_state, hold_below, paths, points, restores_exactly, run_held,
 };
 use super::{
     Out, assert_check_clean, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
@@ -52,7 +52,11 @@ fn sweep_under(
     copy_state(state, &count);
     // For `copy`, whose source has the same passphrase.
     let env = [("LARDER_FROM_PASSWORD", crate::common::PASS)];
-    let (_, opens) = run_held(&count, under, held, &env, None, scratch.path());
+    let (ended, opens) = run_held(&count, under, held, &env, None, scratch.path());
+    match ended {
+        Ended::Finished(o) => assert_eq!(o.code, 0, "{held:?} alone: {}", o.all()),
+        Ended::Killed => panic!("{held:?} was held when only counting"),
+    }
     for n in points(opens) {
         let dir = scratch.path().join(format!("at-{n}"));
         copy_state(state, &dir);
@@ -340,6 +344,86 @@ fn a_restore_of_latest_at_each_open_beside_a_backup() {
         news.get()
     );
     assert!(olds.get() > 0 && news.get() > 0);
+}
+
+/// Commands that read snapshots (`ls`, `diff`, `find`, `stats`, `dump`,
+/// `snapshots`), each held at each open beside a backup that ends first:
+/// each succeeds, on the snapshot that was newest when it picked one, and
+/// prints what it prints for that snapshot named by its id.
+#[test]
+fn readers_at_each_open_beside_a_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 3);
+    bring_back_old_data(&src);
+    let ids = snapshot_names(&state.join("repo"));
+    let old_latest = {
+        let (repo, cache) = paths(&state);
+        let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
+        let v = crate::support::json_lines(&o.out);
+        v[0].as_array().unwrap().last().unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let file = format!("{}/r0/d0/f000.bin", path_str(&src));
+    let oldest = ids.iter().next().unwrap().clone();
+    let readers: Vec<Vec<&str>> = vec![
+        vec!["ls", "latest"],
+        vec!["diff", &oldest, "latest"],
+        vec!["find", "f00*"],
+        vec!["stats", "latest"],
+        // Into a file: run_held reads no output until the command ends.
+        vec!["dump", "--target", "dumped", "latest", &file],
+    ];
+    for args in &readers {
+        sweep(
+            &state,
+            args,
+            |dir, what| {
+                let b = second(dir, &["backup", "--json", path_str(&src)]);
+                assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+            },
+            |dir, o, what| {
+                // The same command on the snapshot it must have read: the
+                // one newest before the backup, or the backup's.
+                let (repo, cache) = paths(dir);
+                let new_latest: Vec<String> = snapshot_names(&repo)
+                    .into_iter()
+                    .filter(|n| !ids.contains(n))
+                    .collect();
+                let same = [&old_latest, &new_latest[0]].iter().any(|id| {
+                    let named: Vec<&str> = args
+                        .iter()
+                        .map(|a| if *a == "latest" { id.as_str() } else { a })
+                        .collect();
+                    let _ = fs::remove_file(dir.join("dumped-0"));
+                    let named: Vec<&str> = named
+                        .iter()
+                        .map(|a| if *a == "dumped" { "dumped-0" } else { a })
+                        .collect();
+                    let mut c = larder_cmd(&repo, &cache, &named);
+                    c.current_dir(dir);
+                    let again = wait_bounded(spawn(c), "the same, by id");
+                    assert_eq!(again.code, 0, "{what}: {named:?}: {}", again.all());
+                    match args[0] {
+                        // `find` lists every snapshot: the backup's too.
+                        "find" => true,
+                        "dump" => {
+                            fs::read(dir.join("dumped")).unwrap()
+                                == fs::read(dir.join("dumped-0")).unwrap()
+                        }
+                        _ => again.out == o.out,
+                    }
+                });
+                assert!(
+                    same,
+                    "{what}: printed what neither snapshot gives:\n{}",
+                    o.out
+                );
+            },
+        );
+    }
 }
 
 /// `forget … --prune` held at each open beside `tag`, which saves the
