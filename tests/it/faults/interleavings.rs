@@ -20,9 +20,9 @@ use super::{
     manifest, snapshot_id_of, snapshot_names, spawn, wait_bounded,
 };
 use crate::support::{pack_names, path_str};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// For each open of `larder HELD` in the repository: on a fresh copy of
 /// `state` (the copy its working directory, `cache` its cache), `held`
@@ -103,6 +103,36 @@ fn prunes_keep(dir: &Path, id: &str, src: &Path, want: &Want, what: &str) {
 
 type Want = std::collections::BTreeMap<String, String>;
 
+/// A prepared state: `rounds` backups of `src` (see [`backed_up`]) in
+/// `state`, all inside `base` (removed on drop); `want` is the manifest of
+/// `src` as the last backup took it.
+struct Prepared {
+    base: tempfile::TempDir,
+    src: PathBuf,
+    state: PathBuf,
+    want: Want,
+}
+
+fn prepared(rounds: u64) -> Prepared {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, want) = backed_up(base.path(), &src, rounds);
+    Prepared {
+        base,
+        src,
+        state,
+        want,
+    }
+}
+
+/// The newest snapshot `larder snapshots --json ARGS` lists in `repo`.
+fn newest(repo: &Path, cache: &Path, args: &[&str]) -> serde_json::Value {
+    let o = larder_ok(repo, cache, &[&["snapshots", "--json"], args].concat());
+    let v = crate::support::json_lines(&o.out);
+    // Oldest first.
+    v[0].as_array().unwrap().last().unwrap().clone()
+}
+
 /// Writes back (into `src/r0`) data that only the oldest snapshot of
 /// [`backed_up`]'s three holds, so a backup finds it stored in packs a
 /// prune that keeps the newest snapshot marks or deletes.
@@ -119,9 +149,12 @@ fn bring_back_old_data(src: &Path) -> Want {
 /// prunes.
 #[test]
 fn a_backup_at_each_open_beside_a_prune() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
     let want = bring_back_old_data(&src);
     let pruned = Cell::new(0);
     let args = ["backup", "--json", path_str(&src)];
@@ -150,11 +183,14 @@ fn a_backup_at_each_open_beside_a_prune() {
 /// both succeed; the backup's snapshot is kept and restores exactly.
 #[test]
 fn a_prune_at_each_open_beside_a_backup() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
     let want = bring_back_old_data(&src);
-    let id = std::cell::RefCell::new(String::new());
+    let id = RefCell::new(String::new());
     sweep(
         &state,
         FORGET,
@@ -174,17 +210,17 @@ fn a_prune_at_each_open_beside_a_backup() {
 /// them while it does.
 #[test]
 fn a_restore_at_each_open_beside_a_prune() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, want) = backed_up(base.path(), &src, 3);
-    let newest = {
-        let (repo, cache) = paths(&state);
-        let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
-        let v = crate::support::json_lines(&o.out);
-        // Oldest first.
-        let last = v[0].as_array().unwrap().last().unwrap();
-        last["id"].as_str().unwrap().to_string()
-    };
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want,
+    } = prepared(3);
+    let (repo, cache) = paths(&state);
+    let newest = newest(&repo, &cache, &[])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (deleted, kept) = (Cell::new(0), Cell::new(0));
     let args = ["restore", "-q", newest.as_str(), "--target", "back"];
     let opens = sweep(
@@ -218,16 +254,16 @@ fn a_restore_at_each_open_beside_a_prune() {
 /// opens while the other runs. Both snapshots restore exactly.
 #[test]
 fn a_backup_at_each_open_beside_another_backup() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 1);
+    let Prepared {
+        base, src, state, ..
+    } = prepared(1);
     fill(&src.join("new"), 20, 4, 150 << 10);
     let want = manifest(&src);
     let other = base.path().join("other");
     fill(&other, 20, 4, 150 << 10); // the same files as src/new
     fill(&other.join("own"), 21, 3, 100 << 10);
     let want_other = manifest(&other);
-    let other_id = std::cell::RefCell::new(String::new());
+    let other_id = RefCell::new(String::new());
     sweep(
         &state,
         &["backup", "--json", path_str(&src)],
@@ -248,9 +284,12 @@ fn a_backup_at_each_open_beside_another_backup() {
 /// parent no longer vouches for) and restores exactly.
 #[test]
 fn a_backup_at_each_open_beside_forgetting_its_parent() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 2);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(2);
     fill(&src.join("d1"), 30, 2, 30 << 10);
     let want = manifest(&src);
     // The snapshots before the backup (not the one it may have written by
@@ -277,9 +316,9 @@ fn a_backup_at_each_open_beside_forgetting_its_parent() {
 /// error (what the prune removed under it is at most a notice).
 #[test]
 fn a_check_at_each_open_beside_a_prune() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base, state, ..
+    } = prepared(3);
     sweep(
         &state,
         &["check"],
@@ -295,9 +334,12 @@ fn a_check_at_each_open_beside_a_prune() {
 /// no error (the backup's new snapshot, packs and index included).
 #[test]
 fn a_check_at_each_open_beside_a_backup() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
     let want = bring_back_old_data(&src);
     sweep(
         &state,
@@ -318,9 +360,12 @@ fn a_check_at_each_open_beside_a_backup() {
 /// (the backup's, when it picks after the backup ended).
 #[test]
 fn a_restore_of_latest_at_each_open_beside_a_backup() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, before) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want: before,
+    } = prepared(3);
     let after = bring_back_old_data(&src);
     let (olds, news) = (Cell::new(0), Cell::new(0));
     sweep(
@@ -346,26 +391,25 @@ fn a_restore_of_latest_at_each_open_beside_a_backup() {
     assert!(olds.get() > 0 && news.get() > 0);
 }
 
-/// Commands that read snapshots (`ls`, `diff`, `find`, `stats`, `dump`,
-/// `snapshots`), each held at each open beside a backup that ends first:
+/// Commands that read snapshots (`ls`, `diff`, `find`, `stats`, `dump`),
+/// each held at each open beside a backup that ends first:
 /// each succeeds, on the snapshot that was newest when it picked one, and
 /// prints what it prints for that snapshot named by its id.
 #[test]
 fn readers_at_each_open_beside_a_backup() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, _) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
     bring_back_old_data(&src);
     let ids = snapshot_names(&state.join("repo"));
-    let old_latest = {
-        let (repo, cache) = paths(&state);
-        let o = larder_ok(&repo, &cache, &["snapshots", "--json"]);
-        let v = crate::support::json_lines(&o.out);
-        v[0].as_array().unwrap().last().unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let (repo, cache) = paths(&state);
+    let old_latest = newest(&repo, &cache, &[])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let file = format!("{}/r0/d0/f000.bin", path_str(&src));
     let oldest = ids.iter().next().unwrap().clone();
     let readers: Vec<Vec<&str>> = vec![
@@ -426,14 +470,69 @@ fn readers_at_each_open_beside_a_backup() {
     }
 }
 
+/// Commands that rewrite snapshots (`tag`, `rewrite --forget`, `forget`)
+/// held at each open beside a backup that ends first: each succeeds, and
+/// the backup's snapshot is left alone and restores exactly; every
+/// snapshot left restores.
+#[test]
+fn snapshot_rewriters_at_each_open_beside_a_backup() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
+    let want = bring_back_old_data(&src);
+    let ids = snapshot_names(&state.join("repo"));
+    let oldest = ids.iter().next().unwrap().clone();
+    let rewriters: Vec<Vec<&str>> = vec![
+        vec!["tag", "--add", "x", &oldest],
+        vec!["rewrite", "--exclude", "r1", "--forget", &oldest],
+        vec!["forget", "--keep-last", "2"],
+    ];
+    for args in &rewriters {
+        let backup_id = RefCell::new(String::new());
+        sweep(
+            &state,
+            args,
+            |dir, what| {
+                let b = second(dir, &["backup", "--json", path_str(&src)]);
+                assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+                *backup_id.borrow_mut() = snapshot_id_of(&b);
+            },
+            |dir, _, what| {
+                let (repo, cache) = paths(dir);
+                let left = snapshot_names(&repo);
+                assert!(
+                    left.contains(&*backup_id.borrow()),
+                    "{what}: the backup's snapshot is gone"
+                );
+                for id in &left {
+                    let back = dir.join(format!("back-{id}"));
+                    let o = larder_ok(
+                        &repo,
+                        &cache,
+                        &["restore", "-q", id, "--target", path_str(&back)],
+                    );
+                    assert!(o.err.is_empty(), "{what}: restore {id}: {}", o.all());
+                }
+                restores_exactly(dir, &backup_id.borrow(), &src, &want, what);
+            },
+        );
+    }
+}
+
 /// `forget … --prune` held at each open beside `tag`, which saves the
 /// newest snapshot anew and removes the old object: both succeed and the
 /// tagged snapshot restores exactly, before and after more prunes.
 #[test]
 fn a_prune_at_each_open_beside_a_tag() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, want) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want,
+    } = prepared(3);
     sweep(
         &state,
         FORGET,
@@ -459,9 +558,12 @@ fn a_prune_at_each_open_beside_a_tag() {
 /// snapshot it holds restores exactly.
 #[test]
 fn a_copy_at_each_open_of_its_source_beside_a_prune_there() {
-    let base = tempfile::tempdir().unwrap();
-    let src = base.path().join("src");
-    let (state, want) = backed_up(base.path(), &src, 3);
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want,
+    } = prepared(3);
     let (repo, cache) = paths(&state);
     fs::rename(&repo, state.join("from")).unwrap();
     drop(crate::common::init_at(&repo, &cache));
@@ -484,4 +586,56 @@ fn a_copy_at_each_open_of_its_source_beside_a_prune_there() {
         },
     );
     assert_eq!(copied.get(), 3, "no copy began before the prune");
+}
+
+/// `copy` into a repository held at each of its opens there while a
+/// backup into the same repository runs to its end: both succeed, and the
+/// copied newest snapshot and the backup's each restore exactly.
+#[test]
+fn a_copy_at_each_open_beside_a_backup_into_the_same_repository() {
+    let Prepared {
+        base,
+        src,
+        state,
+        want: want_copied,
+    } = prepared(2);
+    let (repo, cache) = paths(&state);
+    fs::rename(&repo, state.join("from")).unwrap();
+    drop(crate::common::init_at(&repo, &cache));
+    let other = base.path().join("other");
+    fill(&other, 10, 4, 200 << 10); // data the source holds too
+    let want_other = manifest(&other);
+    let (from_newest, backup_id) = (RefCell::new(String::new()), RefCell::new(String::new()));
+    *from_newest.borrow_mut() = newest(&state.join("from"), &cache, &[])["time"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sweep(
+        &state,
+        &["copy", "--from-repo", "from"],
+        |dir, what| {
+            let b = second(dir, &["backup", "--json", path_str(&other)]);
+            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+            *backup_id.borrow_mut() = snapshot_id_of(&b);
+        },
+        |dir, _, what| {
+            let (repo, cache) = paths(dir);
+            restores_exactly(dir, &backup_id.borrow(), &other, &want_other, what);
+            let o = larder_ok(
+                &repo,
+                &cache,
+                &["snapshots", "--json", "--path", path_str(&src)],
+            );
+            let v = crate::support::json_lines(&o.out);
+            let copied = v[0].as_array().unwrap();
+            assert_eq!(copied.len(), 2, "{what}: copied snapshots: {}", o.out);
+            let newest = copied.last().unwrap();
+            assert_eq!(
+                newest["time"].as_str().unwrap(),
+                from_newest.borrow().as_str()
+            );
+            let id = newest["id"].as_str().unwrap().to_string();
+            restores_exactly(dir, &id, &src, &want_copied, what);
+        },
+    );
 }
