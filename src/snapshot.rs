@@ -190,9 +190,9 @@ pub type Listing = (Vec<(Id, Snapshot)>, Vec<Error>);
 
 /// Every snapshot (with its id) passing `filter`, oldest first.
 /// Unreadable snapshots are returned as errors in the second list; one
-/// removed between the listing and its read is left out. The index cache,
-/// if in use, is brought up to date after the listing
-/// ([`Repository::index_after_listing`]).
+/// removed between the listing and its read is left out. The index cache
+/// is read again before its next use ([`Repository::index_after_listing`]),
+/// so it places every listed snapshot's blobs.
 pub fn list(repo: &Repository, filter: &Filter) -> Result<Listing> {
     let mut out = Vec::new();
     let mut bad = Vec::new();

@@ -216,9 +216,9 @@ pub struct PruneReport {
     pub problems: Vec<String>,
 }
 
-/// Every snapshot's root tree, labelled, with the index synced after the
-/// listing (by [`snapshot::list`]); an unreadable snapshot stops prune
-/// (what it uses cannot be known).
+/// Every snapshot's root tree, labelled (the index is read again before
+/// its next use, by [`snapshot::list`]); an unreadable snapshot stops
+/// prune (what it uses cannot be known).
 pub(crate) fn all_snapshot_roots(repo: &Repository) -> Result<Vec<(Id, String)>> {
     let (list, bad) = snapshot::list(repo, &Filter::default())?;
     if let Some(e) = bad.into_iter().next() {

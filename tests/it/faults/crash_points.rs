@@ -4,9 +4,10 @@
 //! while its config's temporary file existed left a location the next
 //! `init` refused, and only a CI run happened to hit it. Here the fault
 //! shim holds the command just after its N-th open below the repository
-//! (a new object's temporary file just created, an object about to be
-//! read, a directory about to be synced), for every N the command reaches,
-//! and the test kills it there.
+//! (a new object's temporary file just created and still empty, an object
+//! opened to be read, a directory opened to be synced after a link), for
+//! every N the command reaches, and the test kills it there. Only the
+//! opening thread is held; the others run on to their own next open.
 //!
 //! After each kill: every object under a final name is whole, `check`
 //! passes (notices allowed), and the same command run again succeeds and
