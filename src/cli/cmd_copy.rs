@@ -37,7 +37,16 @@ pub struct Args {
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
     let dst = g.open()?;
-    let src = g.open_other(&a.from_repo, a.from_password_file.as_deref())?;
+    let pass = Global::other_password(a.from_password_file.as_deref())?;
+    let mut src = g.open_other_with(&a.from_repo, pass.clone(), &g.cache_dir())?;
+    if src.config().id == dst.config().id {
+        // Two copies of one repository (one cloned from the other, say
+        // with rsync) share its id, and so would share one index cache,
+        // which would answer for the wrong one: the source gets its own.
+        drop(src);
+        let own = g.cache_dir().join("copy-source");
+        src = g.open_other_with(&a.from_repo, pass, &own)?;
+    }
     // The lock comes before the snapshots are picked (see `lock_for_reading`).
     let _src_lock = src.lock_for_reading()?;
     let filter = a.filter.filter();

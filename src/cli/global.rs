@@ -122,24 +122,41 @@ impl Global {
         location: &std::path::Path,
         password_file: Option<&std::path::Path>,
     ) -> Result<Repository> {
+        let pass = Self::other_password(password_file)?;
+        self.open_other_with(location, pass, &self.cache_dir())
+    }
+
+    /// The source repository's passphrase: `LARDER_FROM_PASSWORD`, else
+    /// `password_file`, else a prompt.
+    pub fn other_password(password_file: Option<&std::path::Path>) -> Result<SecretString> {
+        match std::env::var_os("LARDER_FROM_PASSWORD").filter(|p| !p.is_empty()) {
+            Some(p) => Ok(SecretString::from(p.to_string_lossy().into_owned())),
+            None => match password_file {
+                Some(f) => read_password_file(f),
+                None => prompt_password("enter password for the source repository: "),
+            },
+        }
+    }
+
+    /// [`Global::open_other`] with the passphrase given and the index
+    /// cache under `cache_root`.
+    pub fn open_other_with(
+        &self,
+        location: &std::path::Path,
+        pass: SecretString,
+        cache_root: &std::path::Path,
+    ) -> Result<Repository> {
         let mut opts = RemoteOptions::from_env()?;
         opts.connections = usize::from(self.connections);
         opts.limit_upload = self.limit_upload;
         opts.limit_download = self.limit_download;
         opts.stage_dir = self.cache_dir().join("staging");
         let backend: Arc<dyn Backend> = Arc::from(backend::open(location, &opts)?);
-        let pass = match std::env::var_os("LARDER_FROM_PASSWORD").filter(|p| !p.is_empty()) {
-            Some(p) => SecretString::from(p.to_string_lossy().into_owned()),
-            None => match password_file {
-                Some(f) => read_password_file(f)?,
-                None => prompt_password("enter password for the source repository: ")?,
-            },
-        };
         let mut warnings = Vec::new();
         let repo = Repository::open_unsynced(
             backend,
             &Credential::Passphrase(pass),
-            &self.cache_dir(),
+            cache_root,
             &mut warnings,
         );
         for w in &warnings {

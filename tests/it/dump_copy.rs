@@ -726,3 +726,42 @@ fn copy_beside_a_backup_leaves_both_whole() {
         assert!(fs::read(t2.join(format!("o{i}.bin"))).unwrap() == rand_bytes(200 + i, 8 << 20));
     }
 }
+
+/// Two copies of one repository (the second cloned from the first with
+/// `cp -a`, as rsync would make it) share its id: a snapshot made in the
+/// clone copies back into the first (the one both hold is skipped) and
+/// restores exactly from it. Both used one index cache before, and the
+/// copy failed with "blob … is not in the index".
+#[test]
+fn copy_between_two_clones_of_one_repository() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, clone, cache) = (
+        base.path().join("repo"),
+        base.path().join("clone"),
+        base.path().join("cache"),
+    );
+    let src = base.path().join("src");
+    write(&src.join("first.bin"), &rand_bytes(21, 300 << 10));
+    ok(&repo, &cache, &[OsStr::new("init")]);
+    ok(&repo, &cache, &[OsStr::new("backup"), src.as_os_str()]);
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&repo)
+        .arg(&clone)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cp -a");
+    write(&src.join("second.bin"), &rand_bytes(22, 400 << 10));
+    ok(&clone, &cache, &[OsStr::new("backup"), src.as_os_str()]);
+    let report = run_ok(copy_cmd(&repo, &cache, &clone));
+    assert_eq!(report["copied"].as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(report["skipped"].as_array().unwrap().len(), 1, "{report}");
+    let back = base.path().join("back");
+    restore_to(&repo, &cache, &format!("latest:{}", src.display()), &back);
+    crate::support::assert_same_tree(&src, &back);
+    ok(
+        &repo,
+        &cache,
+        &[OsStr::new("check"), OsStr::new("--read-data")],
+    );
+}
