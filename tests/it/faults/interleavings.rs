@@ -639,3 +639,88 @@ fn a_copy_at_each_open_beside_a_backup_into_the_same_repository() {
         },
     );
 }
+
+/// A backup held at each open while `repair index` (an exclusive lock)
+/// rewrites `index/` beside it, or is refused (exit 11) once the backup
+/// holds its lock: the backup completes and restores exactly.
+#[test]
+fn a_backup_at_each_open_beside_repair_index() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
+    let want = bring_back_old_data(&src);
+    let repaired = Cell::new(0);
+    sweep(
+        &state,
+        &["backup", "--json", path_str(&src)],
+        |dir, what| {
+            let r = second(dir, &["repair", "index"]);
+            assert!(
+                r.code == 0 || r.code == 11,
+                "{what}: repair index: {}",
+                r.all()
+            );
+            repaired.set(repaired.get() + usize::from(r.code == 0));
+        },
+        |dir, b, what| {
+            let id = snapshot_id_of(b);
+            restores_exactly(dir, &id, &src, &want, what);
+            prunes_keep(dir, &id, &src, &want, what);
+        },
+    );
+    assert!(
+        repaired.get() > 0,
+        "repair index never ran beside the backup"
+    );
+}
+
+/// `forget … --prune` held at each open while `copy` brings snapshots
+/// from another repository into this one: both succeed, and the newest
+/// copied snapshot restores exactly, before and after more prunes.
+#[test]
+fn a_prune_at_each_open_beside_a_copy_into_the_repository() {
+    // The repository first holds two older snapshots of another tree.
+    let early = tempfile::tempdir().unwrap();
+    let (dest, dest_cache) = (early.path().join("repo"), early.path().join("cache"));
+    drop(crate::common::init_at(&dest, &dest_cache));
+    let other = early.path().join("other");
+    for round in 0..2 {
+        fill(&other, 50 + round, 3, 100 << 10);
+        larder_ok(&dest, &dest_cache, &["backup", "-q", path_str(&other)]);
+    }
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want,
+    } = prepared(3);
+    let (repo, cache) = paths(&state);
+    fs::rename(&repo, state.join("from")).unwrap();
+    copy_state(&dest, &repo);
+    let newest_time = newest(&state.join("from"), &cache, &[])["time"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sweep(
+        &state,
+        FORGET,
+        |dir, what| {
+            let args = ["copy", "--from-repo", "from"];
+            let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache-2"), &args);
+            c.current_dir(dir)
+                .env("LARDER_FROM_PASSWORD", crate::common::PASS);
+            let o = wait_bounded(spawn(c), "the copy");
+            assert_eq!(o.code, 0, "{what}: the copy: {}", o.all());
+        },
+        |dir, _, what| {
+            let (repo, cache) = paths(dir);
+            let n = newest(&repo, &cache, &[]);
+            assert_eq!(n["time"].as_str().unwrap(), newest_time, "{what}: newest");
+            let id = n["id"].as_str().unwrap().to_string();
+            prunes_keep(dir, &id, &src, &want, what);
+        },
+    );
+}
