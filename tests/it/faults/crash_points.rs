@@ -337,7 +337,8 @@ fn a_forget_or_prune_killed_at_each_open_leaves_a_repository_it_completes() {
 /// Commands that rewrite snapshots, the index or the keys, killed at each
 /// open: `check` passes, and run again each leaves what it is for.
 /// `tag` and `rewrite --forget` save a new snapshot, then remove the old
-/// one; `repair index` rebuilds `index/`; `key add` writes a key.
+/// one; `repair index` rebuilds `index/`; `key add` writes a key and `key
+/// remove` deletes one.
 #[test]
 fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
     let base = tempfile::tempdir().unwrap();
@@ -385,6 +386,44 @@ fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
         assert_eq!(o.code, 0, "{what}: the new key: {}", o.all());
         restores_exactly(dir, "latest", &src, &want, what);
     });
+
+    // `key remove` of that added key, killed at each open: the original
+    // passphrase still opens the repository; run again (or found done),
+    // the key is gone and the other passphrase no longer opens it.
+    let (repo, cache) = paths(&state);
+    let before: Vec<String> = key_files(&repo);
+    larder_ok(&repo, &cache, add);
+    let added = key_files(&repo)
+        .into_iter()
+        .find(|k| !before.contains(k))
+        .unwrap();
+    let remove: &[&str] = &["key", "remove", &added];
+    each_point(&state, remove, &[], true, |dir, what| {
+        let (repo, cache) = paths(dir);
+        if key_files(&repo).contains(&added) {
+            larder_ok(&repo, &cache, remove);
+        }
+        assert!(
+            !key_files(&repo).contains(&added),
+            "{what}: the key is still there"
+        );
+        let mut c = larder_cmd(&repo, &cache, &["snapshots", "--json"]);
+        c.env("LARDER_PASSWORD", "another passphrase");
+        let o = wait_bounded(spawn(c), "snapshots with the removed key");
+        assert_ne!(o.code, 0, "{what}: the removed key still opens it");
+        restores_exactly(dir, "latest", &src, &want, what);
+    });
+}
+
+/// The key files in storage (not temporaries).
+fn key_files(repo: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(repo.join("keys"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    v.sort();
+    v
 }
 
 /// `copy` killed at each open of the repository it copies into (the
@@ -455,16 +494,7 @@ fn a_key_passwd_killed_at_each_open_leaves_a_repository_a_passphrase_opens() {
             "{what}: {}",
             c.all()
         );
-        let keys = fs::read_dir(dir.join("repo/keys"))
-            .unwrap()
-            .filter(|e| {
-                !e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with('.')
-            })
-            .count();
+        let keys = key_files(&dir.join("repo")).len();
         if opens(old) {
             assert!(
                 old_opened && new_opened && keys == 2,
