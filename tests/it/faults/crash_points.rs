@@ -15,6 +15,7 @@
 //! snapshot restores exactly the tree it was taken of, a prune's kept
 //! snapshot restores exactly).
 
+use super::key_changes::key_names;
 use super::{
     Out, assert_objects_whole, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
     larder_run, manifest, objects, restore_cli, shim, snapshot_id_of, snapshot_names, spawn,
@@ -391,20 +392,20 @@ fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
     // passphrase still opens the repository; run again (or found done),
     // the key is gone and the other passphrase no longer opens it.
     let (repo, cache) = paths(&state);
-    let before: Vec<String> = key_files(&repo);
+    let before = key_names(&repo);
     larder_ok(&repo, &cache, add);
-    let added = key_files(&repo)
+    let added = key_names(&repo)
         .into_iter()
         .find(|k| !before.contains(k))
         .unwrap();
     let remove: &[&str] = &["key", "remove", &added];
     each_point(&state, remove, &[], true, |dir, what| {
         let (repo, cache) = paths(dir);
-        if key_files(&repo).contains(&added) {
+        if key_names(&repo).contains(&added) {
             larder_ok(&repo, &cache, remove);
         }
         assert!(
-            !key_files(&repo).contains(&added),
+            !key_names(&repo).contains(&added),
             "{what}: the key is still there"
         );
         let mut c = larder_cmd(&repo, &cache, &["snapshots", "--json"]);
@@ -413,17 +414,6 @@ fn metadata_commands_killed_at_each_open_leave_a_repository_they_complete() {
         assert_ne!(o.code, 0, "{what}: the removed key still opens it");
         restores_exactly(dir, "latest", &src, &want, what);
     });
-}
-
-/// The key files in storage (not temporaries).
-fn key_files(repo: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(repo.join("keys"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
-        .collect();
-    v.sort();
-    v
 }
 
 /// `copy` killed at each open of the repository it copies into (the
@@ -494,7 +484,7 @@ fn a_key_passwd_killed_at_each_open_leaves_a_repository_a_passphrase_opens() {
             "{what}: {}",
             c.all()
         );
-        let keys = key_files(&dir.join("repo")).len();
+        let keys = key_names(&dir.join("repo")).len();
         if opens(old) {
             assert!(
                 old_opened && new_opened && keys == 2,

@@ -34,7 +34,7 @@ fn names(repo: &Path, dir: &str) -> BTreeSet<String> {
 }
 
 /// The key files in storage.
-fn key_names(repo: &Path) -> BTreeSet<String> {
+pub(super) fn key_names(repo: &Path) -> BTreeSet<String> {
     names(repo, "keys")
 }
 
