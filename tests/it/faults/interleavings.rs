@@ -57,6 +57,8 @@ fn sweep_under(
         Ended::Finished(o) => assert_eq!(o.code, 0, "{held:?} alone: {}", o.all()),
         Ended::Killed => panic!("{held:?} was held when only counting"),
     }
+    // None would sweep nothing and pass: the shim must see the opens.
+    assert!(opens > 0, "{held:?} opened nothing below {under}");
     for n in points(opens) {
         let dir = scratch.path().join(format!("at-{n}"));
         copy_state(state, &dir);
