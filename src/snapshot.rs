@@ -8,6 +8,7 @@ use crate::id::Id;
 use crate::object::{self, ObjectType};
 use crate::repository::Repository;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// Counters recorded with every snapshot.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -190,29 +191,67 @@ pub type Listing = (Vec<(Id, Snapshot)>, Vec<Error>);
 
 /// Every snapshot (with its id) passing `filter`, oldest first.
 /// Unreadable snapshots are returned as errors in the second list; one
-/// removed between the listing and its read is left out. The index cache
-/// is read again before its next use ([`Repository::index_after_listing`]),
-/// so it places every listed snapshot's blobs.
+/// removed between the listing and its read is left out. A removal seen
+/// that way may be a `tag` or `rewrite` that saved the snapshot's
+/// replacement after the listing, so `snapshots/` is listed again (up to
+/// [`RELIST`] times; what was read is not read again): otherwise `latest`
+/// could name an older snapshot than any that existed while this ran. The
+/// index cache is read again before its next use
+/// ([`Repository::index_after_listing`]), so it places every listed
+/// snapshot's blobs.
 pub fn list(repo: &Repository, filter: &Filter) -> Result<Listing> {
-    let mut out = Vec::new();
+    let mut read: HashMap<String, Option<Snapshot>> = HashMap::new();
     let mut bad = Vec::new();
-    for e in repo.backend().list(Kind::Snapshot)? {
-        let Ok(id) = Id::from_hex(&e.name) else {
-            continue;
-        };
-        match load(repo, &e.name) {
-            Ok(s) if filter.matches(&s) => out.push((id, s)),
-            Ok(_) => {}
-            // Removed since it was listed, by a `forget`, `tag` or
-            // `rewrite` beside: gone, not unreadable.
-            Err(err) if err.is_not_found() => {}
-            Err(err) => bad.push(err),
+    let mut names = Vec::new();
+    for attempt in 0..=RELIST {
+        names = repo
+            .backend()
+            .list(Kind::Snapshot)?
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| Id::from_hex(n).is_ok())
+            .collect::<Vec<_>>();
+        let mut vanished = false;
+        for name in &names {
+            if read.contains_key(name) {
+                continue;
+            }
+            match load(repo, name) {
+                Ok(s) => {
+                    read.insert(name.clone(), Some(s));
+                }
+                // Removed since it was listed, by a `forget`, `tag` or
+                // `rewrite` beside: gone, not unreadable.
+                Err(err) if err.is_not_found() => {
+                    read.insert(name.clone(), None);
+                    vanished = true;
+                }
+                Err(err) => {
+                    read.insert(name.clone(), None);
+                    bad.push(err);
+                }
+            }
+        }
+        if !vanished || attempt == RELIST {
+            break;
         }
     }
+    let mut out: Vec<(Id, Snapshot)> = names
+        .iter()
+        .filter_map(|n| {
+            let s = read.remove(n)??;
+            let id = Id::from_hex(n).ok()?;
+            filter.matches(&s).then_some((id, s))
+        })
+        .collect();
     out.sort_by(|a, b| a.1.time_ns.cmp(&b.1.time_ns).then(a.0.cmp(&b.0)));
     repo.index_after_listing();
     Ok((out, bad))
 }
+
+/// How many times [`list`] lists `snapshots/` again after finding a
+/// listed snapshot removed before it was read.
+pub const RELIST: usize = 3;
 
 /// Resolves a reference: full id, unique prefix (4+ hex digits), or `latest`.
 pub fn resolve(repo: &Repository, reference: &str, filter: &Filter) -> Result<(Id, Snapshot)> {

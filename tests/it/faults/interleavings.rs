@@ -726,3 +726,75 @@ fn a_prune_at_each_open_beside_a_copy_into_the_repository() {
         },
     );
 }
+
+/// `restore latest` held at each open while `rewrite --exclude r1
+/// --forget` replaces the newest snapshot and a prune with no grace period
+/// deletes what only the old one used: it restores, exactly, either the
+/// snapshot as it was or as rewritten.
+#[test]
+fn a_restore_at_each_open_beside_a_rewrite_and_prune() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want,
+    } = prepared(3);
+    let mut rewritten = want.clone();
+    rewritten.retain(|k, _| k != "r1" && !k.starts_with("r1/"));
+    assert_ne!(rewritten, want, "nothing to exclude");
+    let (olds, news) = (Cell::new(0), Cell::new(0));
+    sweep(
+        &state,
+        &["restore", "-q", "latest", "--target", "back"],
+        |dir, what| {
+            let r = second(dir, &["rewrite", "--exclude", "r1", "--forget", "latest"]);
+            assert_eq!(r.code, 0, "{what}: rewrite: {}", r.all());
+            let p = second(dir, &["prune", "--keep-delete", "0s", "--max-unused", "0"]);
+            assert_eq!(p.code, 0, "{what}: prune: {}", p.all());
+        },
+        |dir, _, what| {
+            let got = manifest(&dir.join("back").join(src.strip_prefix("/").unwrap()));
+            let (n, w) = if got == rewritten {
+                (&news, &rewritten)
+            } else {
+                (&olds, &want)
+            };
+            n.set(n.get() + 1);
+            assert_same_manifest(w, &got, what);
+        },
+    );
+    println!(
+        "restore latest beside a rewrite: as it was {} times, rewritten {}",
+        olds.get(),
+        news.get()
+    );
+    assert!(olds.get() > 0 && news.get() > 0);
+}
+
+/// `forget … --prune` held at each open while the newest snapshot is
+/// restored beside it: both succeed, and the restore is exact.
+#[test]
+fn a_prune_at_each_open_beside_a_restore() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want,
+    } = prepared(3);
+    let (repo, cache) = paths(&state);
+    let id = newest(&repo, &cache, &[])["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    sweep(
+        &state,
+        FORGET,
+        |dir, what| {
+            let r = second(dir, &["restore", "-q", &id, "--target", "back"]);
+            assert_eq!(r.code, 0, "{what}: the restore: {}", r.all());
+            let got = manifest(&dir.join("back").join(src.strip_prefix("/").unwrap()));
+            assert_same_manifest(&want, &got, what);
+        },
+        |dir, _, what| prunes_keep(dir, &id, &src, &want, what),
+    );
+}
