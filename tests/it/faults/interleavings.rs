@@ -357,6 +357,45 @@ fn a_check_at_each_open_beside_a_backup() {
     );
 }
 
+/// `restore latest` held at each open of the prepared `state` while
+/// `meanwhile` changes which snapshot is newest: each time it restores,
+/// exactly, the tree `src` was as `old` or as `new` records it, and both
+/// happen across the points. Prints how often each.
+fn restore_latest_is_one_of(
+    state: &Path,
+    src: &Path,
+    old: &Want,
+    new: &Want,
+    meanwhile: impl FnMut(&Path, &str),
+    label: &str,
+) {
+    let (olds, news) = (Cell::new(0), Cell::new(0));
+    sweep(
+        state,
+        &["restore", "-q", "latest", "--target", "back"],
+        meanwhile,
+        |dir, _, what| {
+            let got = manifest(&dir.join("back").join(src.strip_prefix("/").unwrap()));
+            let (n, want) = if got == *new {
+                (&news, new)
+            } else {
+                (&olds, old)
+            };
+            n.set(n.get() + 1);
+            assert_same_manifest(want, &got, what);
+        },
+    );
+    println!(
+        "restore latest beside {label}: the old {} times, the new {}",
+        olds.get(),
+        news.get()
+    );
+    assert!(
+        olds.get() > 0 && news.get() > 0,
+        "{label}: one side never happened"
+    );
+}
+
 /// `restore latest` held at each open beside a backup that ends first:
 /// it restores the snapshot that was newest when it picked one, exactly
 /// (the backup's, when it picks after the backup ended).
@@ -369,28 +408,11 @@ fn a_restore_of_latest_at_each_open_beside_a_backup() {
         want: before,
     } = prepared(3);
     let after = bring_back_old_data(&src);
-    let (olds, news) = (Cell::new(0), Cell::new(0));
-    sweep(
-        &state,
-        &["restore", "-q", "latest", "--target", "back"],
-        |dir, what| {
-            let b = second(dir, &["backup", "--json", path_str(&src)]);
-            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
-        },
-        |dir, _, what| {
-            let got = manifest(&dir.join("back").join(src.strip_prefix("/").unwrap()));
-            let n = if got == after { &news } else { &olds };
-            n.set(n.get() + 1);
-            let want = if got == after { &after } else { &before };
-            assert_same_manifest(want, &got, what);
-        },
-    );
-    println!(
-        "restore latest: the older snapshot {} times, the backup's {}",
-        olds.get(),
-        news.get()
-    );
-    assert!(olds.get() > 0 && news.get() > 0);
+    let backup = |dir: &Path, what: &str| {
+        let b = second(dir, &["backup", "--json", path_str(&src)]);
+        assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+    };
+    restore_latest_is_one_of(&state, &src, &before, &after, backup, "a backup");
 }
 
 /// Commands that read snapshots (`ls`, `diff`, `find`, `stats`, `dump`),
@@ -742,33 +764,13 @@ fn a_restore_at_each_open_beside_a_rewrite_and_prune() {
     let mut rewritten = want.clone();
     rewritten.retain(|k, _| k != "r1" && !k.starts_with("r1/"));
     assert_ne!(rewritten, want, "nothing to exclude");
-    let (olds, news) = (Cell::new(0), Cell::new(0));
-    sweep(
-        &state,
-        &["restore", "-q", "latest", "--target", "back"],
-        |dir, what| {
-            let r = second(dir, &["rewrite", "--exclude", "r1", "--forget", "latest"]);
-            assert_eq!(r.code, 0, "{what}: rewrite: {}", r.all());
-            let p = second(dir, &["prune", "--keep-delete", "0s", "--max-unused", "0"]);
-            assert_eq!(p.code, 0, "{what}: prune: {}", p.all());
-        },
-        |dir, _, what| {
-            let got = manifest(&dir.join("back").join(src.strip_prefix("/").unwrap()));
-            let (n, w) = if got == rewritten {
-                (&news, &rewritten)
-            } else {
-                (&olds, &want)
-            };
-            n.set(n.get() + 1);
-            assert_same_manifest(w, &got, what);
-        },
-    );
-    println!(
-        "restore latest beside a rewrite: as it was {} times, rewritten {}",
-        olds.get(),
-        news.get()
-    );
-    assert!(olds.get() > 0 && news.get() > 0);
+    let rewrite = |dir: &Path, what: &str| {
+        let r = second(dir, &["rewrite", "--exclude", "r1", "--forget", "latest"]);
+        assert_eq!(r.code, 0, "{what}: rewrite: {}", r.all());
+        let p = second(dir, &["prune", "--keep-delete", "0s", "--max-unused", "0"]);
+        assert_eq!(p.code, 0, "{what}: prune: {}", p.all());
+    };
+    restore_latest_is_one_of(&state, &src, &want, &rewritten, rewrite, "a rewrite");
 }
 
 /// `forget … --prune` held at each open while the newest snapshot is
