@@ -249,6 +249,24 @@ pub fn list(repo: &Repository, filter: &Filter) -> Result<Listing> {
     Ok((out, bad))
 }
 
+/// The snapshots named by `refs` (ids, prefixes, `latest` with `filter`),
+/// or every snapshot passing `filter` when `refs` is empty; oldest first,
+/// each once. Unreadable snapshots are returned as errors beside.
+pub fn select(repo: &Repository, refs: &[String], filter: &Filter) -> Result<Listing> {
+    if refs.is_empty() {
+        return list(repo, filter);
+    }
+    let mut out: Vec<(Id, Snapshot)> = Vec::new();
+    for r in refs {
+        let (id, s) = resolve(repo, r, filter)?;
+        if !out.iter().any(|(o, _)| *o == id) {
+            out.push((id, s));
+        }
+    }
+    out.sort_by(|a, b| a.1.time_ns.cmp(&b.1.time_ns).then(a.0.cmp(&b.0)));
+    Ok((out, Vec::new()))
+}
+
 /// How many times [`list`] lists `snapshots/` again after finding a
 /// listed snapshot removed before it was read.
 pub const RELIST: usize = 3;

@@ -6,7 +6,7 @@ use super::filter::FilterArgs;
 use super::output::{print_json, safe};
 use crate::error::{Error, Result};
 use crate::find::{self, FindMode, FindOptions, Found};
-use crate::maintenance::stats::select_snapshots;
+use crate::snapshot::select;
 use serde::Serialize;
 
 /// Find files and directories in snapshots by name, path, blob or tree.
@@ -173,7 +173,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     };
     // The lock comes before the snapshot is picked (see `lock_for_reading`).
     let (repo, _lock) = g.open_for_reading()?;
-    let (snaps, bad) = select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
+    let (snaps, bad) = select(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));
     }

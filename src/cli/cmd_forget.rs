@@ -2,7 +2,7 @@
 //! with restic's flags, tables and `--json` shape.
 
 use super::Global;
-use super::filter::FilterArgs;
+use super::filter::{FilterArgs, group_by, group_heading};
 use super::output::{print_json, safe};
 use crate::error::Result;
 use crate::maintenance::forget::{ForgetOptions, ForgetReport, ForgetSnapshot, forget};
@@ -89,10 +89,6 @@ fn duration(s: &str) -> std::result::Result<Duration, String> {
 
 fn tag_list(s: &str) -> std::result::Result<TagList, String> {
     Ok(TagList::parse(s))
-}
-
-fn group_by(s: &str) -> std::result::Result<GroupBy, String> {
-    GroupBy::parse(s).map_err(|e| e.to_string())
 }
 
 impl Args {
@@ -184,18 +180,9 @@ fn print_human(report: &ForgetReport) {
 /// One group: restic's header (none without a key), then the kept
 /// snapshots with their reasons and the removed ones.
 fn print_group(group: &ForgetGroup<ForgetSnapshot>) {
-    let mut key = Vec::new();
-    if !group.host.is_empty() {
-        key.push(format!("host [{}]", safe(&group.host)));
-    }
-    if let Some(tags) = &group.tags {
-        key.push(format!("tags [{}]", safe(&tags.join(", "))));
-    }
-    if let Some(paths) = &group.paths {
-        key.push(format!("paths [{}]", safe(&paths.join(", "))));
-    }
-    if !key.is_empty() {
-        println!("snapshots for ({}):", key.join(", "));
+    if let Some(heading) = group_heading(&group.host, group.tags.as_deref(), group.paths.as_deref())
+    {
+        println!("{heading}");
     }
     if !group.keep.is_empty() {
         println!("keep {} snapshots:", group.keep.len());

@@ -7,8 +7,8 @@ use super::output::{print_json, safe};
 use crate::error::Result;
 use crate::id::Id;
 use crate::maintenance::repair_snapshots::{self, Change, RepairOptions, RepairReport};
-use crate::maintenance::stats::select_snapshots;
 use crate::snapshot::Snapshot;
+use crate::snapshot::select;
 
 /// Repair repository metadata.
 #[derive(clap::Args, Debug)]
@@ -82,7 +82,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
 fn snapshots(g: &Global, a: SnapshotsArgs) -> Result<i32> {
     crate::interrupt::install_handlers()?;
     let repo = g.open()?;
-    let (snaps, bad) = select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
+    let (snaps, bad) = select(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));
     }

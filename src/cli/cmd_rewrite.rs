@@ -6,7 +6,7 @@ use super::output::{print_json, safe};
 use crate::archiver::with_exclude_files;
 use crate::error::Result;
 use crate::maintenance::rewrite::{self, RewriteOptions, RewriteReport};
-use crate::maintenance::stats::select_snapshots;
+use crate::snapshot::select;
 use std::path::PathBuf;
 
 /// Rewrite snapshots to leave out files (a secret, a cache caught by mistake).
@@ -52,7 +52,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         dry_run: a.dry_run,
     };
     let repo = g.open()?;
-    let (snaps, bad) = select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
+    let (snaps, bad) = select(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));
     }

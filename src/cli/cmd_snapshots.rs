@@ -1,19 +1,43 @@
-//! `larder snapshots`: list snapshots.
+//! `larder snapshots`: list snapshots, as restic's: named ones or all that
+//! pass the filters, the last N of each host and path set, in groups.
 
 use super::Global;
-use super::filter::FilterArgs;
+use super::filter::{FilterArgs, group_by, group_heading};
 use super::output::{print_json, safe};
 use crate::error::Result;
 use crate::id::Id;
+use crate::retention::{self, GroupBy, GroupKey};
 use crate::snapshot::{self, Snapshot, Summary};
 use serde::Serialize;
 
 /// List snapshots.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  larder snapshots\n  larder snapshots --host laptop --json")]
+#[command(after_help = "Examples:
+  larder snapshots
+  larder snapshots latest
+  larder snapshots --latest 1 --group-by host
+  larder snapshots --host laptop --json")]
 pub struct Args {
+    /// Snapshots to show (ids, unique prefixes of 4+ hex digits or
+    /// `latest`); by default, all that pass the filters.
+    snapshots: Vec<String>,
+    /// Only the last N snapshots of each host and path set (in each group).
+    #[arg(long, value_name = "N")]
+    latest: Option<usize>,
+    /// Show the snapshots in groups with the same host, paths and/or tags
+    /// (`host`, `paths`, `tags`, comma-separated). With `--json`, a list of
+    /// `{group_key, snapshots}` instead of a list of snapshots.
+    #[arg(short = 'g', long, value_name = "GROUP", value_parser = group_by)]
+    group_by: Option<GroupBy>,
     #[command(flatten)]
     filter: FilterArgs,
+}
+
+/// A group as `--json --group-by` shows it (restic's field names).
+#[derive(Serialize)]
+struct GroupJson<'a> {
+    group_key: &'a GroupKey,
+    snapshots: Vec<SnapshotJson<'a>>,
 }
 
 /// A snapshot as `--json` shows it (restic's field names).
@@ -56,24 +80,66 @@ impl<'a> SnapshotJson<'a> {
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     let repo = g.open()?;
-    let (list, bad) = snapshot::list(&repo, &a.filter.filter())?;
+    let (list, bad) = snapshot::select(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));
     }
-    if g.json {
-        let arr: Vec<_> = list
+    let groups = retention::group(list, a.group_by.unwrap_or(GroupBy::NONE));
+    let groups: Vec<_> = groups
+        .into_iter()
+        .map(|mut group| {
+            if let Some(n) = a.latest {
+                group.snapshots = retention::latest(group.snapshots, n);
+            }
+            group
+        })
+        .collect();
+    let grouped = a.group_by.is_some_and(|by| by != GroupBy::NONE);
+    if g.json && grouped {
+        let arr: Vec<_> = groups
             .iter()
-            .map(|(id, s)| SnapshotJson::new(id, s))
+            .map(|group| GroupJson {
+                group_key: &group.key,
+                snapshots: as_json(&group.snapshots),
+            })
             .collect();
         print_json(&arr);
-        return Ok(0);
+    } else if g.json {
+        let arr: Vec<_> = groups
+            .iter()
+            .flat_map(|group| as_json(&group.snapshots))
+            .collect();
+        print_json(&arr);
+    } else if groups.is_empty() {
+        print_table(&[]);
+    } else {
+        for group in &groups {
+            let k = &group.key;
+            if let Some(heading) = group_heading(&k.hostname, k.tags.as_deref(), k.paths.as_deref())
+            {
+                println!("{heading}");
+            }
+            print_table(&group.snapshots);
+        }
     }
+    Ok(0)
+}
+
+/// The snapshots as `--json` shows them.
+fn as_json(list: &[(Id, Snapshot)]) -> Vec<SnapshotJson<'_>> {
+    list.iter()
+        .map(|(id, s)| SnapshotJson::new(id, s))
+        .collect()
+}
+
+/// The snapshots as a table, oldest first, and their count.
+fn print_table(list: &[(Id, Snapshot)]) {
     println!(
         "{:<10} {:<20} {:<16} {:<16} paths",
         "ID", "Time", "Host", "Tags"
     );
     println!("{}", "-".repeat(78));
-    for (id, s) in &list {
+    for (id, s) in list {
         println!(
             "{:<10} {:<20} {:<16} {:<16} {}",
             id.short(),
@@ -85,5 +151,4 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     }
     println!("{}", "-".repeat(78));
     println!("{} snapshots", list.len());
-    Ok(0)
 }

@@ -57,7 +57,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         }
         return Ok(0);
     }
-    let (snaps, bad) = stats::select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
+    let (snaps, bad) = crate::snapshot::select(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));
     }

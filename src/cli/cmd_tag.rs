@@ -4,8 +4,8 @@ use super::Global;
 use super::filter::FilterArgs;
 use super::output::{print_json, safe};
 use crate::error::Result;
-use crate::maintenance::stats::select_snapshots;
 use crate::maintenance::tag::{self, TagOptions};
+use crate::snapshot::select;
 
 /// Add, remove or replace the tags of snapshots.
 ///
@@ -45,7 +45,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         remove: a.remove,
     };
     let repo = g.open()?;
-    let (snaps, bad) = select_snapshots(&repo, &a.snapshots, &a.filter.filter())?;
+    let (snaps, bad) = select(&repo, &a.snapshots, &a.filter.filter())?;
     for e in &bad {
         eprintln!("warning: {}", safe(&e.to_string()));
     }

@@ -1,6 +1,9 @@
 //! The snapshot filter flags several commands share (`--host`, `--tag`,
-//! `--path`), as restic's.
+//! `--path`), as restic's, and the `--group-by` value and group heading of
+//! `forget` and `snapshots`.
 
+use super::output::safe;
+use crate::retention::GroupBy;
 use crate::snapshot::Filter;
 
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -25,4 +28,29 @@ impl FilterArgs {
             paths: self.paths.clone(),
         }
     }
+}
+
+/// clap's parser of a `--group-by` value.
+pub fn group_by(s: &str) -> std::result::Result<GroupBy, String> {
+    GroupBy::parse(s).map_err(|e| e.to_string())
+}
+
+/// restic's heading of a group, `snapshots for (host [a], tags [x],
+/// paths [/srv])`, or `None` for a group without a key.
+pub fn group_heading(
+    host: &str,
+    tags: Option<&[String]>,
+    paths: Option<&[String]>,
+) -> Option<String> {
+    let mut key = Vec::new();
+    if !host.is_empty() {
+        key.push(format!("host [{}]", safe(host)));
+    }
+    if let Some(tags) = tags {
+        key.push(format!("tags [{}]", safe(&tags.join(", "))));
+    }
+    if let Some(paths) = paths {
+        key.push(format!("paths [{}]", safe(&paths.join(", "))));
+    }
+    (!key.is_empty()).then(|| format!("snapshots for ({}):", key.join(", ")))
 }

@@ -150,28 +150,6 @@ pub struct RepositoryStats {
     pub missing_blobs: u64,
 }
 
-/// The snapshots named by `refs` (ids, prefixes, `latest` with `filter`),
-/// or every snapshot passing `filter` when `refs` is empty; oldest first,
-/// each once. Unreadable snapshots are returned as errors beside.
-pub fn select_snapshots(
-    repo: &Repository,
-    refs: &[String],
-    filter: &Filter,
-) -> Result<snapshot::Listing> {
-    if refs.is_empty() {
-        return snapshot::list(repo, filter);
-    }
-    let mut out: Vec<(Id, Snapshot)> = Vec::new();
-    for r in refs {
-        let (id, s) = snapshot::resolve(repo, r, filter)?;
-        if !out.iter().any(|(o, _)| *o == id) {
-            out.push((id, s));
-        }
-    }
-    out.sort_by(|a, b| a.1.time_ns.cmp(&b.1.time_ns).then(a.0.cmp(&b.0)));
-    Ok((out, Vec::new()))
-}
-
 /// Counts `snaps` in `mode` (one of the four snapshot modes), under a
 /// shared lock.
 pub fn snapshot_stats(

@@ -137,6 +137,25 @@ pub fn group(snapshots: Vec<(Id, Snapshot)>, by: GroupBy) -> Vec<Group> {
         .collect()
 }
 
+/// restic's `snapshots --latest N`: the last `n` snapshots of each host
+/// and path set. `snapshots` must come oldest first; what is kept keeps
+/// that order.
+pub fn latest(snapshots: Vec<(Id, Snapshot)>, n: usize) -> Vec<(Id, Snapshot)> {
+    let by = GroupBy::default();
+    let mut seen: BTreeMap<GroupKey, usize> = BTreeMap::new();
+    let mut kept: Vec<(Id, Snapshot)> = snapshots
+        .into_iter()
+        .rev()
+        .filter(|(_, snap)| {
+            let count = seen.entry(by.key_of(snap)).or_default();
+            *count += 1;
+            *count <= n
+        })
+        .collect();
+    kept.reverse();
+    kept
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +253,23 @@ mod tests {
                 tags: None
             }
         );
+    }
+
+    #[test]
+    fn latest_keeps_the_last_n_of_each_host_and_path_set() {
+        // Oldest first; tags do not split a host and path set.
+        let input = vec![
+            (Id([1; 32]), snap("a", &["/srv"], &["x"])),
+            (Id([2; 32]), snap("b", &["/srv"], &[])),
+            (Id([3; 32]), snap("a", &["/srv"], &[])),
+            (Id([4; 32]), snap("a", &["/etc"], &[])),
+            (Id([5; 32]), snap("a", &["/srv"], &["y"])),
+            (Id([6; 32]), snap("b", &["/srv"], &[])),
+        ];
+        let ids = |v: Vec<(Id, Snapshot)>| v.iter().map(|s| s.0.0[0]).collect::<Vec<u8>>();
+        assert_eq!(ids(latest(input.clone(), 1)), vec![4, 5, 6]);
+        assert_eq!(ids(latest(input.clone(), 2)), vec![2, 3, 4, 5, 6]);
+        assert_eq!(ids(latest(input.clone(), 9)), vec![1, 2, 3, 4, 5, 6]);
+        assert!(latest(input, 0).is_empty());
     }
 }

@@ -20,7 +20,7 @@ mod report;
 
 pub use apply::{Counters, Decision, apply};
 pub use duration::Duration;
-pub use group::{Group, GroupBy, GroupKey, group};
+pub use group::{Group, GroupBy, GroupKey, group, latest};
 pub use policy::{Count, Policy, TagList};
 pub use report::{ForgetGroup, KeepReason, SnapshotJson};
 

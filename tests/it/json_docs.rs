@@ -110,6 +110,8 @@ fn repository_commands(seen: &mut Seen, t: &TestRepo, src: &Path, work: &Path) {
 
     let snaps = json_cli(seen, t, &["snapshots"], 0);
     assert_eq!(snaps[0].as_array().map(Vec::len), Some(2), "{snaps:?}");
+    let groups = json_cli(seen, t, &["snapshots", "--group-by", "host,paths,tags"], 0);
+    assert_eq!(groups[0].as_array().map(Vec::len), Some(2), "{groups:?}");
     json_cli(seen, t, &["ls", "latest"], 0);
     json_cli(seen, t, &["diff", "--metadata", &first_id, "latest"], 0);
     std::fs::remove_file(src.join("new.txt")).unwrap();

@@ -26,6 +26,7 @@ mod repair_snapshots;
 mod repo_core;
 mod safety;
 mod schedule;
+mod snapshots_cmd;
 mod stats;
 mod support;
 mod untrusted;

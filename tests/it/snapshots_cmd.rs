@@ -1,0 +1,139 @@
+//! `larder snapshots` as restic's: snapshots named by id, prefix or
+//! `latest`; `--latest N` (the last N of each host and path set);
+//! `--group-by` with restic's headings and `{group_key, snapshots}` JSON.
+//! Five backups of two trees from two hosts, at recorded times, so which
+//! snapshot each selection must show is known from how they were made.
+
+use crate::faults::{cli_repo, larder_ok, larder_run};
+use crate::support::write;
+use serde_json::Value;
+use std::path::Path;
+
+/// A backup of `src` as `host`, with `tags`, at `time`; its id.
+fn backup(repo: &Path, cache: &Path, src: &Path, host: &str, tags: &[&str], time: &str) -> String {
+    let src = src.to_str().unwrap();
+    let mut args = vec!["backup", "--json", "--host", host, "--time", time, src];
+    for t in tags {
+        args.extend(["--tag", t]);
+    }
+    crate::faults::snapshot_id_of(&larder_ok(repo, cache, &args))
+}
+
+/// The ids a `snapshots --json` printed, in its order.
+fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn snapshots_json(repo: &Path, cache: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["snapshots", "--json"];
+    all.extend_from_slice(args);
+    let o = larder_ok(repo, cache, &all);
+    serde_json::from_str(&o.out).unwrap_or_else(|e| panic!("{e}: {}", o.all()))
+}
+
+#[test]
+fn snapshots_selects_by_name_latest_per_set_and_groups_like_restic() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let a = t.dir.path().join("a");
+    let b = t.dir.path().join("b");
+    write(&a.join("f"), b"tree a");
+    write(&b.join("f"), b"tree b");
+    // Made out of time order: the listing sorts by the recorded time.
+    let s3 = backup(&repo, &cache, &a, "h2", &[], "2026-01-03T00:00:00Z");
+    let s1 = backup(&repo, &cache, &a, "h1", &[], "2026-01-01T00:00:00Z");
+    let s2 = backup(&repo, &cache, &a, "h1", &["t"], "2026-01-02T00:00:00Z");
+    let s5 = backup(&repo, &cache, &a, "h1", &[], "2026-01-05T00:00:00Z");
+    let s4 = backup(&repo, &cache, &b, "h1", &[], "2026-01-04T00:00:00Z");
+    let all = vec![s1.clone(), s2.clone(), s3.clone(), s4.clone(), s5.clone()];
+    assert_eq!(ids(&snapshots_json(&repo, &cache, &[])), all);
+
+    // Named: `latest`, a prefix, a full id; each once, oldest first.
+    assert_eq!(
+        ids(&snapshots_json(&repo, &cache, &["latest"])),
+        vec![s5.clone()]
+    );
+    assert_eq!(
+        ids(&snapshots_json(&repo, &cache, &["latest", &s2[..8], &s5])),
+        vec![s2.clone(), s5.clone()]
+    );
+    assert_eq!(
+        ids(&snapshots_json(&repo, &cache, &["latest", "--host", "h2"])),
+        vec![s3.clone()]
+    );
+
+    // The last N of each host and path set: (h1, a), (h2, a), (h1, b).
+    assert_eq!(
+        ids(&snapshots_json(&repo, &cache, &["--latest", "1"])),
+        vec![s3.clone(), s4.clone(), s5.clone()]
+    );
+    assert_eq!(
+        ids(&snapshots_json(
+            &repo,
+            &cache,
+            &["--latest", "2", "--host", "h1"]
+        )),
+        vec![s2.clone(), s4.clone(), s5.clone()]
+    );
+
+    // Groups: restic's `group_key` with null for what is not grouped by.
+    let groups = snapshots_json(&repo, &cache, &["--group-by", "host"]);
+    let got: Vec<(Value, Vec<String>)> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["group_key"].clone(), ids(&g["snapshots"])))
+        .collect();
+    let key = |host: &str| serde_json::json!({"hostname": host, "paths": null, "tags": null});
+    assert_eq!(
+        got,
+        vec![
+            (
+                key("h1"),
+                vec![s1.clone(), s2.clone(), s4.clone(), s5.clone()]
+            ),
+            (key("h2"), vec![s3.clone()]),
+        ]
+    );
+    // `--latest` applies within each group: untagged (h1 a, h2 a, h1 b) and `t`.
+    let groups = snapshots_json(&repo, &cache, &["-g", "tags", "--latest", "1"]);
+    let got: Vec<Vec<String>> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| ids(&g["snapshots"]))
+        .collect();
+    assert_eq!(
+        got,
+        vec![vec![s3.clone(), s4.clone(), s5.clone()], vec![s2.clone()]]
+    );
+    assert_eq!(groups[1]["group_key"]["tags"], serde_json::json!(["t"]));
+
+    // The human output: restic's heading and a count per group.
+    let o = larder_ok(&repo, &cache, &["snapshots", "-g", "host"]);
+    let h1 = o.out.find("snapshots for (host [h1]):").expect(&o.out);
+    let h2 = o.out.find("snapshots for (host [h2]):").expect(&o.out);
+    assert!(h1 < h2, "{}", o.out);
+    assert!(o.out[h1..h2].contains("4 snapshots"), "{}", o.out);
+    assert!(o.out[h2..].contains("1 snapshots"), "{}", o.out);
+    assert!(o.out[h2..].contains(&s3[..8]) && !o.out[h2..].contains(&s1[..8]));
+    // Without grouping: one table, no heading.
+    let o = larder_ok(&repo, &cache, &["snapshots"]);
+    assert!(!o.out.contains("snapshots for"), "{}", o.out);
+    assert!(o.out.contains("5 snapshots"), "{}", o.out);
+
+    // Bad input: a clear error naming what was wrong.
+    let o = larder_run(&repo, &cache, &["snapshots", "-g", "hostname"]);
+    assert!(o.code != 0 && o.err.contains("hostname"), "{}", o.all());
+    let o = larder_run(&repo, &cache, &["snapshots", "abcdef12"]);
+    assert!(
+        o.code != 0 && o.err.contains("no snapshot abcdef12"),
+        "{}",
+        o.all()
+    );
+    assert!(o.out.is_empty(), "{}", o.all());
+}
