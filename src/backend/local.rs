@@ -389,7 +389,8 @@ impl Backend for LocalBackend {
     /// it (see `storage_now`): both stamped by whatever sets times on this
     /// filesystem (the kernel, or the server of a network filesystem).
     /// The `.tmp-*` files in every object directory (packs' fan-out
-    /// directories included), as paths relative to the root.
+    /// directories included) and at the root, as paths relative to the
+    /// root.
     fn leftovers(&self) -> Result<Vec<String>> {
         let mut dirs: Vec<PathBuf> = Kind::LISTABLE
             .iter()
@@ -402,12 +403,16 @@ impl Backend for LocalBackend {
                 }
             }
         }
+        // The root: a killed `init`'s config write (the files only; no
+        // writer makes directories there).
+        dirs.push(self.root.clone());
         let mut out = Vec::new();
         for dir in dirs {
             let Ok(rd) = fs::read_dir(&dir) else { continue };
             for ent in rd.flatten() {
                 let name = ent.file_name().to_string_lossy().into_owned();
                 if name.starts_with(TMP_PREFIX)
+                    && !(dir == self.root && ent.file_type().is_ok_and(|t| t.is_dir()))
                     && let Ok(rel) = ent.path().strip_prefix(&self.root)
                 {
                     out.push(rel.display().to_string());
@@ -536,6 +541,35 @@ mod tests {
         b.write(Kind::Config, "config", b"config").unwrap();
         let e = b.create().unwrap_err();
         assert!(matches!(e, Error::RepositoryExists(_)), "{e}");
+    }
+
+    #[test]
+    fn leftovers_are_temporaries_in_object_directories_and_at_the_root() {
+        let (d, b) = backend();
+        let root = d.path().join("repo");
+        fs::write(root.join(".tmp-0011"), b"a killed config write").unwrap();
+        fs::create_dir(root.join(".tmp-dir")).unwrap();
+        fs::write(root.join("index/.tmp-2233"), b"half a segment").unwrap();
+        fs::create_dir_all(root.join("packs/ab")).unwrap();
+        fs::write(root.join("packs/ab/.tmp-4455"), b"half a pack").unwrap();
+        let found = b.leftovers().unwrap();
+        assert_eq!(
+            found,
+            [".tmp-0011", "index/.tmp-2233", "packs/ab/.tmp-4455"]
+        );
+        for l in &found {
+            b.remove_leftover(l).unwrap();
+        }
+        assert!(b.leftovers().unwrap().is_empty());
+        // Not a write's: kept, as is everything that is not a temporary.
+        assert!(root.join(".tmp-dir").is_dir());
+        assert_eq!(
+            b.read_bounded(Kind::Snapshot, "good", 10).unwrap(),
+            b"hello"
+        );
+        for bad in ["../x/.tmp-1", "/etc/.tmp-1", "index/segment"] {
+            assert!(b.remove_leftover(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

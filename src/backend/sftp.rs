@@ -778,11 +778,14 @@ impl Backend for SftpBackend {
         })
     }
 
-    /// The `.tmp-*` uploads in every object directory, relative to the root.
+    /// The `.tmp-*` uploads in every object directory, and the files at
+    /// the root (a killed `init`'s config write), relative to the root.
     fn leftovers(&self) -> Result<Vec<String>> {
         self.with("leftovers", |s| {
             let mut out = Vec::new();
-            for d in self.object_dirs(s)? {
+            let mut dirs = self.object_dirs(s)?;
+            dirs.push(String::new());
+            for d in dirs {
                 let entries = match s.read_dir(&self.join(&d)) {
                     Ok(v) => v,
                     Err(e) if e.is_not_found() => continue,
@@ -791,8 +794,11 @@ impl Backend for SftpBackend {
                 out.extend(
                     entries
                         .into_iter()
-                        .filter(|(n, _)| n.starts_with(TMP_PREFIX))
-                        .map(|(n, _)| format!("{d}/{n}")),
+                        .filter(|(n, a)| {
+                            n.starts_with(TMP_PREFIX)
+                                && !(d.is_empty() && a.file_type() == Some(FileType::Directory))
+                        })
+                        .map(|(n, _)| if d.is_empty() { n } else { format!("{d}/{n}") }),
                 );
             }
             out.sort();

@@ -475,6 +475,18 @@ fn an_init_killed_in_its_config_write_leaves_a_location_init_can_use() {
         false,
         "after an init killed in its config write",
     );
+    // The killed write's temporary is a leftover prune removes: kept
+    // within the grace period, removed after it.
+    let first = larder_ok(&repo, &cache, &["prune"]);
+    assert!(
+        repo.join(&at_root[0]).exists(),
+        "removed at first sight: {}",
+        first.all()
+    );
+    let swept = larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+    assert!(!repo.join(&at_root[0]).exists(), "{}", swept.all());
+    assert!(swept.out.contains("removed 1 leftover"), "{}", swept.all());
+    assert_sound_repository(&repo, &cache, false, "after the prunes");
 }
 
 /// An `init` whose config write fails in each way a write can: it keeps
