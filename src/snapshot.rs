@@ -267,6 +267,30 @@ pub fn select(repo: &Repository, refs: &[String], filter: &Filter) -> Result<Lis
     Ok((out, Vec::new()))
 }
 
+/// What [`still_listed`] found: the snapshots still there, and the ids of
+/// those gone.
+pub type StillListed = (Vec<(Id, Snapshot)>, Vec<Id>);
+
+/// Of `snaps`, chosen before the caller took its lock, those still in
+/// `snapshots/`, and the ids of the others: removed (or replaced, by a
+/// `tag` or `rewrite`) by another process since they were chosen. A
+/// command that replaces or removes snapshots calls this under
+/// [`Repository::lock_snapshots`], which no other such command shares, so
+/// what it keeps stays there until it is done.
+pub fn still_listed(repo: &Repository, snaps: &[(Id, Snapshot)]) -> Result<StillListed> {
+    let names: std::collections::HashSet<String> = repo
+        .backend()
+        .list(Kind::Snapshot)?
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    let (kept, gone): (Vec<_>, Vec<_>) = snaps
+        .iter()
+        .cloned()
+        .partition(|(id, _)| names.contains(&id.to_hex()));
+    Ok((kept, gone.into_iter().map(|(id, _)| id).collect()))
+}
+
 /// How many times [`list`] lists `snapshots/` again after finding a
 /// listed snapshot removed before it was read.
 pub const RELIST: usize = 3;

@@ -3,7 +3,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
-use super::output::{print_json, safe};
+use super::output::{print_json, safe, warn_vanished};
 use crate::error::Result;
 use crate::id::Id;
 use crate::maintenance::repair_snapshots::{self, Change, RepairOptions, RepairReport};
@@ -110,7 +110,7 @@ fn snapshots(g: &Global, a: SnapshotsArgs) -> Result<i32> {
     } else if !g.quiet {
         print_summary(&rep);
     }
-    Ok(0)
+    Ok(warn_vanished(&rep.vanished))
 }
 
 /// `snapshot 1a2b3c4d of [/home/me] at 2024-05-01 10:00:00 by me@laptop`

@@ -2,7 +2,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
-use super::output::{print_json, safe};
+use super::output::{print_json, safe, warn_vanished};
 use crate::archiver::with_exclude_files;
 use crate::error::Result;
 use crate::maintenance::rewrite::{self, RewriteOptions, RewriteReport};
@@ -62,7 +62,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     } else if !g.quiet {
         print_report(&rep);
     }
-    Ok(0)
+    Ok(warn_vanished(&rep.vanished))
 }
 
 fn print_report(rep: &RewriteReport) {

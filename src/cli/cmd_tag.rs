@@ -2,7 +2,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
-use super::output::{print_json, safe};
+use super::output::{print_json, safe, warn_vanished};
 use crate::error::Result;
 use crate::maintenance::tag::{self, TagOptions};
 use crate::snapshot::select;
@@ -74,5 +74,5 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             rep.unchanged.len()
         );
     }
-    Ok(0)
+    Ok(warn_vanished(&rep.vanished))
 }

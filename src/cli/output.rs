@@ -81,6 +81,21 @@ pub fn safe(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Warns of the chosen snapshots another process removed (or replaced)
+/// before a command that changes snapshots held its lock, and gives the
+/// exit code: 1 when there were any (the change asked for was not made to
+/// them), else 0.
+pub fn warn_vanished(ids: &[String]) -> i32 {
+    for id in ids {
+        eprintln!(
+            "warning: snapshot {} was removed or replaced by another process after it was \
+             chosen; it was left as it is",
+            id.get(..8).unwrap_or(id)
+        );
+    }
+    i32::from(!ids.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -114,7 +114,7 @@ pub fn parse_refresh(value: Option<&str>) -> Result<Duration> {
 /// What a lock allows others to do at the same time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LockMode {
-    /// Backups, restores, checks, forget: any number at once.
+    /// Backups, restores, checks: any number at once.
     Shared,
     /// Operations that delete what anyone may read (`repair index`):
     /// alone.
@@ -123,6 +123,11 @@ pub enum LockMode {
     /// never wait for them), but never beside another maintenance or an
     /// exclusive lock.
     Maintenance,
+    /// Commands that replace or remove snapshots (`forget`, `tag`,
+    /// `rewrite`, `repair snapshots`): beside backups, readers and prune,
+    /// but never beside another of their kind, which could bring back a
+    /// snapshot this one removed or leave two in the place of one.
+    Snapshots,
 }
 
 impl LockMode {
@@ -132,7 +137,9 @@ impl LockMode {
         use LockMode::*;
         !matches!(
             (self, other),
-            (Shared, Shared) | (Shared, Maintenance) | (Maintenance, Shared)
+            (Shared, Shared | Maintenance | Snapshots)
+                | (Maintenance, Shared | Snapshots)
+                | (Snapshots, Shared | Maintenance)
         )
     }
 
@@ -142,6 +149,7 @@ impl LockMode {
             LockMode::Shared => "shared",
             LockMode::Exclusive => "exclusive",
             LockMode::Maintenance => "maintenance",
+            LockMode::Snapshots => "snapshot-changing",
         }
     }
 }
@@ -303,6 +311,33 @@ mod tests {
         };
         assert_eq!(cfg.lifetime(), Duration::from_secs(12));
         assert_eq!(LockConfig::new(None).lifetime(), MAX_LOCK_LIFETIME);
+    }
+
+    #[test]
+    fn conflicts_are_symmetric_and_as_the_spec_says() {
+        use LockMode::*;
+        let modes = [Shared, Exclusive, Maintenance, Snapshots];
+        let conflicting: Vec<(LockMode, LockMode)> = modes
+            .iter()
+            .flat_map(|a| modes.iter().map(move |b| (*a, *b)))
+            .filter(|(a, b)| a.conflicts_with(*b))
+            .collect();
+        for (a, b) in &conflicting {
+            assert!(b.conflicts_with(*a), "{a:?} {b:?}");
+        }
+        // Exclusive with all; maintenance and snapshot changes each with
+        // their own kind; shared with nothing else.
+        let mut want = vec![(Maintenance, Maintenance), (Snapshots, Snapshots)];
+        for m in modes {
+            want.push((Exclusive, m));
+            if m != Exclusive {
+                want.push((m, Exclusive));
+            }
+        }
+        assert_eq!(conflicting.len(), want.len(), "{conflicting:?}");
+        for w in want {
+            assert!(conflicting.contains(&w), "{w:?}");
+        }
     }
 
     #[test]

@@ -123,7 +123,8 @@ struct Doomed {
 }
 
 /// Runs `forget` on `repo` with `opts`: chooses the snapshots to remove,
-/// then (unless a dry run) removes them under a shared lock.
+/// then (unless a dry run) removes them, under the lock of commands that
+/// change snapshots (taken before they are chosen).
 pub fn forget(repo: &Repository, opts: &ForgetOptions) -> Result<ForgetReport> {
     // An append-only repository refuses deletions: say so before anything.
     if !opts.dry_run {
@@ -132,7 +133,7 @@ pub fn forget(repo: &Repository, opts: &ForgetOptions) -> Result<ForgetReport> {
     let lock = if opts.dry_run {
         None
     } else {
-        Some(repo.lock_shared()?)
+        Some(repo.lock_snapshots()?)
     };
     let mut report = ForgetReport {
         dry_run: opts.dry_run,

@@ -91,6 +91,9 @@ pub struct RepairReport {
     pub repaired: Vec<SnapshotRepair>,
     /// New tree blobs stored.
     pub trees_written: u64,
+    /// Chosen snapshots that another process removed (or replaced) before
+    /// this one held its lock: left as they are.
+    pub vanished: Vec<String>,
 }
 
 /// What rewriting one tree gave.
@@ -121,7 +124,13 @@ pub fn repair_snapshots(
     opts: RepairOptions,
     on_change: &mut dyn FnMut(&Id, &Change),
 ) -> Result<RepairReport> {
-    let guard = repo.lock_shared()?;
+    // A dry run changes nothing: it need not wait for a forget or a tag.
+    let guard = if opts.dry_run {
+        repo.lock_shared()?
+    } else {
+        repo.lock_snapshots()?
+    };
+    let (snaps, vanished) = snapshot::still_listed(repo, snaps)?;
     // The index as it is now, under the lock: a cache synced before it may
     // place a blob in a pack a prune has since repacked and deleted.
     repo.sync_index()?;
@@ -142,11 +151,12 @@ pub fn repair_snapshots(
     };
     let mut report = RepairReport {
         dry_run: opts.dry_run,
+        vanished: vanished.iter().map(Id::to_hex).collect(),
         ..Default::default()
     };
     // (original, its repaired form, or none when nothing is left)
     let mut planned: Vec<(Id, Option<Snapshot>, u64)> = Vec::new();
-    for (id, snap) in snaps {
+    for (id, snap) in &snaps {
         report.checked += 1;
         rw.snapshot = *id;
         rw.changes = 0;

@@ -72,6 +72,9 @@ pub struct RewriteReport {
     pub rewritten: Vec<SnapshotRewrite>,
     /// New tree blobs stored.
     pub trees_written: u64,
+    /// Chosen snapshots that another process removed (or replaced) before
+    /// this one held its lock: left as they are.
+    pub vanished: Vec<String>,
 }
 
 /// Full paths (raw bytes) left out below a tree.
@@ -108,7 +111,13 @@ pub fn rewrite(
     if opts.forget && !opts.dry_run {
         repo.backend().check_deletable()?;
     }
-    let guard = repo.lock_shared()?;
+    // A dry run changes nothing: it need not wait for a forget or a tag.
+    let guard = if opts.dry_run {
+        repo.lock_shared()?
+    } else {
+        repo.lock_snapshots()?
+    };
+    let (snaps, vanished) = snapshot::still_listed(repo, snaps)?;
     let packer = if opts.dry_run {
         None
     } else {
@@ -125,10 +134,11 @@ pub fn rewrite(
     };
     let mut report = RewriteReport {
         dry_run: opts.dry_run,
+        vanished: vanished.iter().map(Id::to_hex).collect(),
         ..Default::default()
     };
     let mut planned: Vec<(Id, Snapshot, Removed)> = Vec::new();
-    for (id, snap) in snaps {
+    for (id, snap) in &snaps {
         report.checked += 1;
         let r = rw.tree(snap.tree, b"")?;
         if let Some(tree) = r.new {

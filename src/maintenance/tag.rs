@@ -49,6 +49,9 @@ pub struct TagReport {
     pub changed: Vec<TagChange>,
     /// Snapshots whose tags were already as asked.
     pub unchanged: Vec<String>,
+    /// Chosen snapshots that another process removed (or replaced) before
+    /// this one held its lock: left as they are.
+    pub vanished: Vec<String>,
 }
 
 impl TagOptions {
@@ -86,11 +89,13 @@ impl TagOptions {
 pub fn tag(repo: &Repository, snaps: &[(Id, Snapshot)], opts: &TagOptions) -> Result<TagReport> {
     opts.validate()?;
     repo.backend().check_deletable()?;
-    let lock = repo.lock_shared()?;
+    let lock = repo.lock_snapshots()?;
     let mut report = TagReport::default();
+    let (snaps, vanished) = snapshot::still_listed(repo, snaps)?;
+    report.vanished = vanished.iter().map(Id::to_hex).collect();
     // Listed once: the snapshots an interrupted run may have saved.
     let (mut existing, _) = snapshot::list(repo, &Filter::default())?;
-    for (id, snap) in snaps {
+    for (id, snap) in &snaps {
         interrupt::check()?;
         let tags = opts.apply(&snap.tags);
         if tags == snap.tags {

@@ -446,7 +446,7 @@ impl Repository {
         }
     }
 
-    /// Takes a shared lock (backup, restore, check: many may run at once;
+    /// Takes a shared lock (backup, restore, check, copy: many may run at once;
     /// only an exclusive lock conflicts). Released when the guard drops;
     /// call [`LockGuard::check`] (or a [`LockGuard::handle`]'s) before
     /// each write.
@@ -534,6 +534,20 @@ impl Repository {
             self.backend.clone(),
             &self.master,
             LockMode::Maintenance,
+            &self.lock_config()?,
+        )
+    }
+
+    /// Takes the lock of a command that replaces or removes snapshots
+    /// (`forget`, `tag`, `rewrite`, `repair snapshots`): beside backups,
+    /// readers and prune, never beside another such command. Snapshots
+    /// chosen before it was taken may have been removed meanwhile: see
+    /// [`crate::snapshot::still_listed`].
+    pub fn lock_snapshots(&self) -> Result<LockGuard> {
+        LockGuard::acquire(
+            self.backend.clone(),
+            &self.master,
+            LockMode::Snapshots,
             &self.lock_config()?,
         )
     }

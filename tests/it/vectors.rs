@@ -667,6 +667,17 @@ fn snapshot_original_field() {
     assert!(object::decode::<Snapshot>("s", &bad_tag).is_err());
 }
 
+/// A lock mode's byte as section 16 lists them.
+fn spec_mode(m: larder::lock::LockMode) -> u8 {
+    use larder::lock::LockMode::*;
+    match m {
+        Shared => 0,
+        Exclusive => 1,
+        Maintenance => 2,
+        Snapshots => 3,
+    }
+}
+
 fn pc_lock(l: &LockInfo) -> Vec<u8> {
     let mut p = Pc::default();
     p.bytes(l.hostname.as_bytes())
@@ -678,7 +689,7 @@ fn pc_lock(l: &LockInfo) -> Vec<u8> {
         .var(l.start_time)
         .zz(l.created)
         .var(l.lifetime_secs as u64)
-        .byte(l.mode as u8)
+        .byte(spec_mode(l.mode))
         .raw(&l.nonce);
     p.0
 }
@@ -1627,6 +1638,29 @@ fn library_writes_what_the_spec_reads() {
     let lock = lock_info();
     let sealed = object::seal(&keys, ObjectType::Lock, &lock).unwrap();
     assert_eq!(spec_open_object(&spec, b'L', &sealed).1, pc_lock(&lock));
+    // Every mode, each as its byte (3, snapshot-changing, came later).
+    use larder::lock::LockMode;
+    for mode in [
+        LockMode::Shared,
+        LockMode::Exclusive,
+        LockMode::Maintenance,
+        LockMode::Snapshots,
+    ] {
+        let l = LockInfo {
+            mode,
+            ..lock_info()
+        };
+        let sealed = object::seal(&keys, ObjectType::Lock, &l).unwrap();
+        let body = spec_open_object(&spec, b'L', &sealed).1;
+        assert_eq!(body, pc_lock(&l));
+        let got: LockInfo = object::open(&keys, ObjectType::Lock, "lock", &sealed).unwrap();
+        assert_eq!(got.mode, mode);
+    }
+    // A mode byte past them is refused.
+    let mut body = pc_lock(&lock);
+    let at = body.len() - 17;
+    body[at] = 4;
+    assert!(object::decode::<LockInfo>("lock", &body).is_err());
     let seg = IndexSegment {
         packs: vec![IndexPack {
             id: Id([7; 32]),
