@@ -935,3 +935,42 @@ fn snapshot_changes_at_each_open_beside_each_other() {
         );
     }
 }
+
+/// `unlock` beside a backup, a `forget --prune` and a `tag`, each held at
+/// each open: it removes no lock (the held command's, once written, is
+/// live and kept, with its reason), and the held command completes.
+#[test]
+fn unlock_beside_commands_held_at_each_open_removes_no_live_lock() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(2);
+    let backup = ["backup", "--json", path_str(&src)];
+    let tag: &[&str] = &["tag", "--add", "x", "latest"];
+    for held in [&backup[..], FORGET, tag] {
+        let kept = Cell::new(0);
+        sweep(
+            &state,
+            held,
+            |dir, what| {
+                let u = second(dir, &["--json", "unlock"]);
+                assert_eq!(u.code, 0, "{what}: unlock: {}", u.all());
+                let r: serde_json::Value = serde_json::from_str(&u.out).unwrap();
+                let removed = r["removed"].as_array().unwrap();
+                assert!(removed.is_empty(), "{what}: unlock removed {removed:?}");
+                let k = r["kept"].as_array().unwrap();
+                assert!(k.len() <= 1, "{what}: kept {k:?}");
+                for l in k {
+                    assert_eq!(l["stale"], false, "{what}: {l}");
+                    assert!(l["reason"].as_str().unwrap().contains("running"), "{l}");
+                }
+                kept.set(kept.get() + k.len());
+            },
+            |_, _, _| {},
+        );
+        println!("{held:?}: unlock kept its lock at {} points", kept.get());
+        assert!(kept.get() > 0, "{held:?}: never held beside a live lock");
+    }
+}
