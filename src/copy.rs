@@ -19,7 +19,10 @@
 //! snapshot saved last. Packs a killed copy left without a segment are
 //! adopted by the next run, as a backup adopts them. A snapshot is skipped
 //! when the destination already has one with the same time, host, user
-//! and paths (an earlier copy of it, or the original).
+//! and paths (an earlier copy of it, or the original): looked for when the
+//! copy starts, and again under the snapshot-changing lock
+//! ([`Repository::lock_snapshots`]) that saving the new snapshots takes, so
+//! two copies of the same snapshots at once save each of them once.
 //!
 //! Progress ([`copy_with_progress`]) counts the files of the trees copied
 //! (each distinct tree once, as the copy visits them) and their sizes, against
@@ -140,8 +143,21 @@ pub fn copy_with_progress(
     let stats = c.packer.finish()?;
     report.blobs_added = stats.blobs_added;
     report.bytes_added = stats.bytes_added_stored;
+    // Under the lock no other snapshot-changing command shares (another
+    // copy of the same snapshots, a forget), the snapshots the other
+    // copy saved while this one copied data are found, and not saved
+    // twice. The data copied for them is left for prune.
+    let _changing = dst.lock_snapshots()?;
+    let (existing, _) = snapshot::list(dst, &Filter::default())?;
     for (id, s) in new_snaps {
         lock.check()?;
+        if let Some((eid, _)) = existing.iter().find(|(_, e)| same_origin(e, &s)) {
+            report.skipped.push(AlreadyThere {
+                source: id.to_hex(),
+                target: eid.to_hex(),
+            });
+            continue;
+        }
         let nid = snapshot::save(dst, &s)?;
         report.copied.push(Copied {
             source: id.to_hex(),

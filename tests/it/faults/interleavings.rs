@@ -754,25 +754,39 @@ fn a_prune_at_each_open_beside_a_copy_into_the_repository() {
         .as_str()
         .unwrap()
         .to_string();
+    let copy = |dir: &Path| {
+        let args = ["copy", "--from-repo", "from"];
+        let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache-2"), &args);
+        c.current_dir(dir)
+            .env("LARDER_FROM_PASSWORD", crate::common::PASS);
+        wait_bounded(spawn(c), "the copy")
+    };
+    let codes = RefCell::new(Vec::new());
     sweep(
         &state,
         FORGET,
         |dir, what| {
-            let args = ["copy", "--from-repo", "from"];
-            let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache-2"), &args);
-            c.current_dir(dir)
-                .env("LARDER_FROM_PASSWORD", crate::common::PASS);
-            let o = wait_bounded(spawn(c), "the copy");
-            assert_eq!(o.code, 0, "{what}: the copy: {}", o.all());
+            // 11: the forget held its snapshot-changing lock when the copy
+            // came to save its snapshots.
+            let o = copy(dir);
+            assert!(o.code == 0 || o.code == 11, "{what}: the copy: {}", o.all());
+            codes.borrow_mut().push(o.code);
         },
         |dir, _, what| {
             let (repo, cache) = paths(dir);
+            if codes.borrow().last() == Some(&11) {
+                let o = copy(dir);
+                assert_eq!(o.code, 0, "{what}: the copy again: {}", o.all());
+            }
             let n = newest(&repo, &cache, &[]);
             assert_eq!(n["time"].as_str().unwrap(), newest_time, "{what}: newest");
             let id = n["id"].as_str().unwrap().to_string();
             prunes_keep(dir, &id, &src, &want, what);
         },
     );
+    let codes = codes.borrow();
+    println!("a copy beside a forget --prune held at each open: {codes:?}");
+    assert!(codes.contains(&0), "{codes:?}");
 }
 
 /// `restore latest` held at each open while `rewrite --exclude r1
@@ -973,4 +987,57 @@ fn unlock_beside_commands_held_at_each_open_removes_no_live_lock() {
         println!("{held:?}: unlock kept its lock at {} points", kept.get());
         assert!(kept.get() > 0, "{held:?}: never held beside a live lock");
     }
+}
+
+/// Two `copy`s of one source into one repository, one held at each of its
+/// opens there while the other runs to its end: each source snapshot is
+/// there once (not once per copy), and the newest restores exactly.
+#[test]
+fn a_copy_at_each_open_beside_the_same_copy() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        want,
+    } = prepared(2);
+    let (repo, cache) = paths(&state);
+    fs::rename(&repo, state.join("from")).unwrap();
+    drop(crate::common::init_at(&repo, &cache));
+    let args = ["copy", "--from-repo", "from"];
+    let codes = RefCell::new(Vec::new());
+    sweep_outcomes(
+        &state,
+        "repo",
+        &args,
+        |dir, _| {
+            let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache-2"), &args);
+            c.current_dir(dir)
+                .env("LARDER_FROM_PASSWORD", crate::common::PASS);
+            let o = wait_bounded(spawn(c), "the other copy");
+            codes.borrow_mut().push(o.code);
+        },
+        |dir, o, what| {
+            let b = *codes.borrow().last().unwrap();
+            assert!(
+                [0, 11].contains(&o.code) && [0, 11].contains(&b) && o.code + b < 22,
+                "{what}: exits {} and {b}: {}",
+                o.code,
+                o.all()
+            );
+            let (repo, cache) = paths(dir);
+            check_passes(&repo, &cache, false, what);
+            let n = snapshot_names(&repo).len();
+            assert_eq!(
+                n,
+                2,
+                "{what} (the other exited {b}): {n} snapshots\n{}",
+                o.all()
+            );
+            restores_exactly(dir, "latest", &src, &want, what);
+        },
+    );
+    println!(
+        "a copy beside the same copy: exits beside {:?}",
+        codes.borrow()
+    );
 }
