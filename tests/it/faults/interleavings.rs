@@ -60,6 +60,19 @@ fn sweep_outcomes(
     state: &Path,
     under: &str,
     held: &[&str],
+    meanwhile: impl FnMut(&Path, &str),
+    after: impl FnMut(&Path, &Out, &str),
+) -> u64 {
+    sweep_env(state, under, held, &[], meanwhile, after)
+}
+
+/// [`sweep_outcomes`], with `env` added to the held command's
+/// environment.
+fn sweep_env(
+    state: &Path,
+    under: &str,
+    held: &[&str],
+    env: &[(&str, &str)],
     mut meanwhile: impl FnMut(&Path, &str),
     mut after: impl FnMut(&Path, &Out, &str),
 ) -> u64 {
@@ -67,7 +80,8 @@ fn sweep_outcomes(
     let count = scratch.path().join("count");
     copy_state(state, &count);
     // For `copy`, whose source has the same passphrase.
-    let env = [("LARDER_FROM_PASSWORD", crate::common::PASS)];
+    let mut env = env.to_vec();
+    env.push(("LARDER_FROM_PASSWORD", crate::common::PASS));
     let (ended, opens) = run_held(&count, under, held, &env, None, scratch.path());
     match ended {
         Ended::Finished(o) => assert_eq!(o.code, 0, "{held:?} alone: {}", o.all()),
@@ -82,7 +96,7 @@ fn sweep_outcomes(
         let what = format!("{held:?} held after open {} of {opens}", n + 1);
         let hold = hold_below(&dir, under, scratch.path(), &n.to_string()).skip(n);
         let mut c = larder_cmd(&repo, &cache, held);
-        c.current_dir(&dir).envs(env);
+        c.current_dir(&dir).envs(env.iter().copied());
         hold.inject(&mut c);
         let mut child = spawn(c);
         hold.wait_held(&mut child, &what);
@@ -1040,4 +1054,50 @@ fn a_copy_at_each_open_beside_the_same_copy() {
         "a copy beside the same copy: exits beside {:?}",
         codes.borrow()
     );
+}
+
+/// Two first backups into an empty repository, each training and storing
+/// a compression dictionary from its documents, one held at each open
+/// while the other runs to its end: both succeed, each snapshot restores
+/// exactly, and `check --read-data` reads every blob, whichever
+/// dictionary it was made with.
+#[test]
+fn a_first_backup_at_each_open_beside_another_first_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 0);
+    crate::dictionary::make_docs(&src.join("docs"), 3, 120);
+    let want = manifest(&src);
+    let other = base.path().join("other");
+    crate::dictionary::make_docs(&other.join("docs"), 4, 120);
+    fill(&other, 5, 3, 50 << 10);
+    let want_other = manifest(&other);
+    let budget = ("LARDER_DICT_SAMPLES", crate::dictionary::BUDGET);
+    let other_id = RefCell::new(String::new());
+    let dicts = RefCell::new(Vec::new());
+    sweep_env(
+        &state,
+        "repo",
+        &["backup", "--json", path_str(&src)],
+        &[budget],
+        |dir, what| {
+            let args = ["backup", "--json", path_str(&other)];
+            let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache-2"), &args);
+            c.current_dir(dir).env(budget.0, budget.1);
+            let b = wait_bounded(spawn(c), "the other backup");
+            assert_eq!(b.code, 0, "{what}: the other backup: {}", b.all());
+            *other_id.borrow_mut() = snapshot_id_of(&b);
+        },
+        |dir, b, what| {
+            assert_eq!(b.code, 0, "{what}: {}", b.all());
+            dicts
+                .borrow_mut()
+                .push(super::objects(&dir.join("repo"), "dicts"));
+            restores_exactly(dir, &snapshot_id_of(b), &src, &want, what);
+            restores_exactly(dir, &other_id.borrow(), &other, &want_other, what);
+        },
+    );
+    let dicts = dicts.borrow();
+    println!("two first backups: dictionaries stored {dicts:?}");
+    assert!(dicts.iter().all(|n| (1..=2).contains(n)), "{dicts:?}");
 }
