@@ -1101,3 +1101,45 @@ fn a_first_backup_at_each_open_beside_another_first_backup() {
     println!("two first backups: dictionaries stored {dicts:?}");
     assert!(dicts.iter().all(|n| (1..=2).contains(n)), "{dicts:?}");
 }
+
+/// `key passwd` held at each open while a command opens the repository
+/// with the old passphrase, and with the new one: each open either works
+/// or fails as a wrong passphrase (exit 12), never on a key file that
+/// vanished between its listing and its read; and `passwd` completes.
+#[test]
+fn opens_beside_a_key_passwd_at_each_open() {
+    let Prepared { base, state, .. } = prepared(1);
+    let new_pass = base.path().join("new-pass");
+    fs::write(&new_pass, "another passphrase\n").unwrap();
+    let outcomes = RefCell::new(Vec::new());
+    sweep_outcomes(
+        &state,
+        "repo",
+        &["key", "passwd", "--new-password-file", path_str(&new_pass)],
+        |dir, what| {
+            for pass in [crate::common::PASS, "another passphrase"] {
+                let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache-2"), &["snapshots"]);
+                c.env("LARDER_PASSWORD", pass);
+                let o = wait_bounded(spawn(c), "snapshots beside key passwd");
+                assert!(
+                    o.code == 0 || (o.code == 12 && o.err.contains("password")),
+                    "{what}: with {pass:?}: {}",
+                    o.all()
+                );
+                outcomes
+                    .borrow_mut()
+                    .push((pass == crate::common::PASS, o.code));
+            }
+        },
+        |dir, p, what| {
+            assert_eq!(p.code, 0, "{what}: {}", p.all());
+            let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache-2"), &["check"]);
+            c.env("LARDER_PASSWORD", "another passphrase");
+            let o = wait_bounded(spawn(c), "check after key passwd");
+            assert_check_clean(&o, what);
+        },
+    );
+    let o = outcomes.borrow();
+    println!("opens beside key passwd (old passphrase?, exit): {o:?}");
+    assert!(o.contains(&(true, 0)) && o.contains(&(false, 0)), "{o:?}");
+}
