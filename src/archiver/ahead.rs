@@ -359,8 +359,9 @@ impl Enter {
 }
 
 /// Whether the walk keeps entry `path` of metadata `st`, below a backed-up
-/// path on device `root_dev`: no exclude pattern matches it and, with
-/// `one_file_system`, it is not a directory on another device.
+/// path on device `root_dev`: no exclude pattern matches it, it is not a
+/// file over `--exclude-larger-than` and, with `one_file_system`, it is
+/// not a directory on another device.
 pub(super) fn keeps(
     excluder: &Excluder,
     one_file_system: bool,
@@ -368,7 +369,9 @@ pub(super) fn keeps(
     st: &Stat,
     root_dev: u64,
 ) -> bool {
-    !(excluder.matches(path) || st.is_dir() && one_file_system && st.dev != root_dev)
+    !(excluder.matches(path)
+        || st.is_file() && excluder.too_large(st.size)
+        || st.is_dir() && one_file_system && st.dev != root_dev)
 }
 
 /// The pool's handle: asks for listings; dropping it stops the threads

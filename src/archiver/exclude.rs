@@ -1,11 +1,12 @@
-//! Exclude rules of a backup: globs on names and on absolute paths,
-//! `--exclude-if-present` marker files, and `--exclude-caches` (a valid
-//! `CACHEDIR.TAG`). Matching happens before anything below an excluded
-//! directory is read.
+//! Exclude rules of a backup: globs on names and on absolute paths (and
+//! their case-insensitive form, `--iexclude`), `--exclude-if-present`
+//! marker files, `--exclude-caches` (a valid `CACHEDIR.TAG`) and
+//! `--exclude-larger-than`. Matching happens before anything below an
+//! excluded directory is read.
 
 use super::BackupOptions;
 use crate::error::{Error, Result};
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use globset::{GlobSet, GlobSetBuilder};
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,8 @@ pub struct Excluder {
     by_name: GlobSet,
     by_path: GlobSet,
     dirs: DirRules,
+    /// Files (not directories) larger than this many bytes are left out.
+    larger_than: Option<u64>,
 }
 
 /// The rules that look inside a directory: `--exclude-if-present` marker
@@ -83,15 +86,20 @@ impl Excluder {
     pub(super) fn new(o: &BackupOptions) -> Result<Self> {
         let mut by_name = GlobSetBuilder::new();
         let mut by_path = GlobSetBuilder::new();
-        for pat in &o.excludes {
-            let g = globset::GlobBuilder::new(pat)
-                .literal_separator(true)
-                .build()
+        let given = o.excludes.iter().map(|p| (p, false));
+        for (pat, fold) in given.chain(o.iexcludes.iter().map(|p| (p, true))) {
+            let glob = |text: &str| {
+                globset::GlobBuilder::new(text)
+                    .literal_separator(true)
+                    .case_insensitive(fold)
+                    .build()
+            };
+            let g = glob(pat)
                 .map_err(|e| Error::Usage(format!("invalid exclude pattern {pat:?}: {e}")))?;
             if pat.contains('/') {
                 by_path.add(g);
                 // A pattern naming a directory excludes what is beneath it.
-                if let Ok(g2) = Glob::new(&format!("{}/**", pat.trim_end_matches('/'))) {
+                if let Ok(g2) = glob(&format!("{}/**", pat.trim_end_matches('/'))) {
                     by_path.add(g2);
                 }
             } else {
@@ -109,6 +117,7 @@ impl Excluder {
                 if_present: o.exclude_if_present.clone(),
                 caches: o.exclude_caches,
             },
+            larger_than: o.exclude_larger_than,
         })
     }
 
@@ -126,10 +135,25 @@ impl Excluder {
         path.file_name().is_some_and(|n| self.by_name.is_match(n)) || self.by_path.is_match(path)
     }
 
+    /// Whether a regular file of `size` bytes is left out
+    /// (`--exclude-larger-than`).
+    pub(super) fn too_large(&self, size: u64) -> bool {
+        self.larger_than.is_some_and(|max| size > max)
+    }
+
     /// `path` is matched against the patterns; `fs_path` is where to look on disk
-    /// (a path the kernel accepts, see [`crate::localfs::child_path`]).
-    pub(super) fn excluded(&self, path: &Path, fs_path: &Path, is_dir: bool) -> bool {
-        self.matches(path) || is_dir && self.dirs.exclude(fs_path)
+    /// (a path the kernel accepts, see [`crate::localfs::child_path`]);
+    /// `file_size` is a regular file's size (`None` for anything else).
+    pub(super) fn excluded(
+        &self,
+        path: &Path,
+        fs_path: &Path,
+        is_dir: bool,
+        file_size: Option<u64>,
+    ) -> bool {
+        self.matches(path)
+            || is_dir && self.dirs.exclude(fs_path)
+            || file_size.is_some_and(|n| self.too_large(n))
     }
 
     /// The rules that look inside directories.

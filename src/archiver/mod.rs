@@ -10,7 +10,8 @@
 //! nodes), [`ahead`] (directory listings read ahead of it), [`exclude`]
 //! (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`readers`] (the workers that read new and changed files while
-//! the walk goes on) and [`file`] (reading and chunking one file, a
+//! the walk goes on; the paths come from the arguments and
+//! [`files_from`]) and [`file`] (reading and chunking one file, a
 //! large one by two workers: [`split`]; a changed one cut along its
 //! parent's chunks where their bytes are unchanged: [`guide`]),
 //! [`blobs`] (hashing and deduplication), [`assemble`] (the walk's nodes
@@ -23,8 +24,10 @@ mod ahead;
 mod assemble;
 mod blobs;
 mod exclude;
+mod files_from;
 
 pub use exclude::{Excluder, with_exclude_files};
+pub use files_from::{ListForm, paths_from};
 pub use parent::same_file;
 mod file;
 mod guide;
@@ -60,6 +63,10 @@ pub struct BackupOptions {
     pub paths: Vec<PathBuf>,
     /// Globs: without a `/` they match a name anywhere, with one the full path.
     pub excludes: Vec<String>,
+    /// The same, matched without regard to case (`--iexclude`).
+    pub iexcludes: Vec<String>,
+    /// Regular files larger than this many bytes are left out.
+    pub exclude_larger_than: Option<u64>,
     pub exclude_if_present: Vec<String>,
     pub exclude_caches: bool,
     pub one_file_system: bool,

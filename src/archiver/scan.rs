@@ -58,7 +58,11 @@ impl Scan<'_> {
             let Ok(md) = child_fs.symlink_metadata() else {
                 continue;
             };
-            if self.excluder.excluded(&child, &child_fs, md.is_dir()) {
+            let file_size = md.is_file().then(|| md.len());
+            if self
+                .excluder
+                .excluded(&child, &child_fs, md.is_dir(), file_size)
+            {
                 continue;
             }
             if md.is_dir() {

@@ -3,7 +3,7 @@
 use super::Global;
 use super::output::{print_json, safe};
 use super::progress::{Mode, TermProgress};
-use crate::archiver::{self, BackupOptions, BackupResult};
+use crate::archiver::{self, BackupOptions, BackupResult, ListForm};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -16,14 +16,36 @@ use std::path::PathBuf;
 )]
 pub struct Args {
     /// Files and directories to back up.
-    #[arg(required = true)]
+    #[arg(required_unless_present_any = ["files_from", "files_from_verbatim", "files_from_raw"])]
     pub paths: Vec<PathBuf>,
+    /// Back up the paths listed in this file too, one a line; blank lines
+    /// and `#` comments are skipped, and globs are not expanded; `-` reads
+    /// standard input (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub files_from: Vec<PathBuf>,
+    /// As --files-from, every non-empty line taken as written (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub files_from_verbatim: Vec<PathBuf>,
+    /// As --files-from, the paths separated by NUL bytes, as `find
+    /// -print0` writes them (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub files_from_raw: Vec<PathBuf>,
     /// Exclude paths matching this glob (repeatable).
     #[arg(short, long)]
     pub exclude: Vec<String>,
     /// Read exclude globs from this file, one per line (repeatable).
     #[arg(long)]
     pub exclude_file: Vec<PathBuf>,
+    /// As --exclude, matching without regard to case (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub iexclude: Vec<String>,
+    /// As --exclude-file, matching without regard to case (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub iexclude_file: Vec<PathBuf>,
+    /// Exclude files larger than this size (`1024`, `500k`, `100M`, `2G`,
+    /// `1T`: binary multiples).
+    #[arg(long, value_name = "SIZE", value_parser = crate::maintenance::prune::parse_size)]
+    pub exclude_larger_than: Option<u64>,
     /// Exclude directories containing a file with this name (repeatable).
     #[arg(long)]
     pub exclude_if_present: Vec<String>,
@@ -162,9 +184,22 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
     // The backup brings the index up to date under its lock.
     let repo = g.open()?;
+    let mut paths = a.paths.clone();
+    let lists = [
+        (&a.files_from, ListForm::Lines),
+        (&a.files_from_verbatim, ListForm::Verbatim),
+        (&a.files_from_raw, ListForm::Raw),
+    ];
+    for (files, form) in lists {
+        for f in files {
+            paths.extend(archiver::paths_from(f, form)?);
+        }
+    }
     let opts = BackupOptions {
-        paths: a.paths.clone(),
+        paths,
         excludes: crate::archiver::with_exclude_files(&a.exclude, &a.exclude_file)?,
+        iexcludes: crate::archiver::with_exclude_files(&a.iexclude, &a.iexclude_file)?,
+        exclude_larger_than: a.exclude_larger_than,
         exclude_if_present: a.exclude_if_present.clone(),
         exclude_caches: a.exclude_caches,
         one_file_system: a.one_file_system,

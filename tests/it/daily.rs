@@ -1238,6 +1238,146 @@ fn backup_excludes_directories() {
     assert_eq!(ls_rel(&repo, &cache, &id, &src), want);
 }
 
+/// restic's backup flags for lists and sizes: `--iexclude` and
+/// `--iexclude-file` match without regard to case, `--exclude-larger-than`
+/// leaves out larger files (not directories), and `--files-from`,
+/// `--files-from-verbatim` and `--files-from-raw` add the paths they list
+/// (comments and blank lines skipped by the first; any byte but NUL in a
+/// raw name, a newline included).
+#[test]
+fn backup_takes_restics_list_and_size_flags() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    write(&src.join("a.txt"), b"small");
+    write(&src.join("BIG.bin"), &rand_bytes(1, 200 << 10));
+    write(&src.join("sub/Notes.TMP"), b"scratch");
+    write(&src.join("sub/keep.dat"), &rand_bytes(2, 50 << 10));
+    write(&src.join("sub/deep/big.iso"), &rand_bytes(3, 300 << 10));
+    write(&src.join("odd\nname"), b"a newline in the name");
+    cli(&repo, &cache, &["init"], 0);
+    let last = |out: &str| json_lines(out).pop().unwrap();
+
+    let ignore = base.path().join("ignore");
+    fs::write(&ignore, "# case does not matter\n*.iso\n").unwrap();
+    let (out, err) = cli(
+        &repo,
+        &cache,
+        &[
+            "backup",
+            "--json",
+            "--iexclude",
+            "*.tmp",
+            "--iexclude-file",
+            path_str(&ignore),
+            "--exclude-larger-than",
+            "100k",
+            path_str(&src),
+        ],
+        0,
+    );
+    let id = last(&out)["snapshot_id"].as_str().unwrap().to_string();
+    let want: BTreeSet<String> = ["a.txt", "sub", "sub/keep.dat", "sub/deep", "odd\nname"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let o = crate::faults::larder_ok(&repo, &cache, &["ls", "--json", &id]);
+    let got: BTreeSet<String> = json_lines(&o.out)
+        .iter()
+        .filter_map(|l| l["path"].as_str())
+        .filter_map(|p| p.strip_prefix(&format!("{}/", path_str(&src))))
+        .map(String::from)
+        .collect();
+    assert_eq!(got, want, "{err}");
+    assert_eq!(last(&out)["total_files_processed"], 3, "{out}");
+    // With --exclude (case as given) the upper-case name stays.
+    let (out, _) = cli(
+        &repo,
+        &cache,
+        &["backup", "--json", "--exclude", "*.tmp", path_str(&src)],
+        0,
+    );
+    assert_eq!(last(&out)["total_files_processed"], 6, "{out}");
+
+    // Paths from lists, beside one given as an argument.
+    let lines = base.path().join("lines");
+    fs::write(
+        &lines,
+        format!(
+            "# what to keep\n\n  {}  \n{}\n",
+            path_str(&src.join("a.txt")),
+            path_str(&src.join("sub/deep"))
+        ),
+    )
+    .unwrap();
+    let raw = base.path().join("raw");
+    let mut bytes = src.join("odd\nname").as_os_str().as_bytes().to_vec();
+    bytes.push(0);
+    fs::write(&raw, &bytes).unwrap();
+    let verbatim = base.path().join("verbatim");
+    fs::write(&verbatim, format!("{}\n", path_str(&src.join("BIG.bin")))).unwrap();
+    let (out, err) = cli(
+        &repo,
+        &cache,
+        &[
+            "backup",
+            "--json",
+            "--files-from",
+            path_str(&lines),
+            "--files-from-raw",
+            path_str(&raw),
+            "--files-from-verbatim",
+            path_str(&verbatim),
+            path_str(&src.join("sub/keep.dat")),
+        ],
+        0,
+    );
+    let id = last(&out)["snapshot_id"].as_str().unwrap().to_string();
+    let (snaps, _) = cli(&repo, &cache, &["snapshots", "--json", &id], 0);
+    let snaps: serde_json::Value = serde_json::from_str(&snaps).unwrap();
+    let mut paths: Vec<&str> = snaps[0]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    paths.sort();
+    let mut want = [
+        src.join("BIG.bin"),
+        src.join("a.txt"),
+        src.join("odd\nname"),
+        src.join("sub/deep"),
+        src.join("sub/keep.dat"),
+    ]
+    .map(|p| path_str(&p).to_string());
+    want.sort();
+    assert_eq!(paths, want, "{err}");
+    assert_eq!(last(&out)["total_files_processed"], 5, "{out}");
+
+    // A list that cannot be read is an error naming it; nothing is saved.
+    let before = fs::read_dir(repo.join("snapshots")).unwrap().count();
+    let missing = base.path().join("no-such-list");
+    let (_, err) = cli(
+        &repo,
+        &cache,
+        &["backup", "--files-from", path_str(&missing)],
+        1,
+    );
+    assert!(err.contains("no-such-list"), "{err}");
+    assert_eq!(
+        fs::read_dir(repo.join("snapshots")).unwrap().count(),
+        before
+    );
+    // A size that is not one is refused.
+    let (_, err) = cli(
+        &repo,
+        &cache,
+        &["backup", "--exclude-larger-than", "12Q", path_str(&src)],
+        1,
+    );
+    assert!(err.contains("12Q"), "{err}");
+}
+
 /// Recursively hands `p` to `uid`/`gid` (not following symlinks).
 fn chown_all(p: &Path, uid: u32, gid: u32) {
     std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
