@@ -58,7 +58,7 @@ impl Scan<'_> {
             let Ok(md) = child_fs.symlink_metadata() else {
                 continue;
             };
-            let file_size = md.is_file().then(|| md.len());
+            let file_size = md.is_file().then_some(md.len());
             if self
                 .excluder
                 .excluded(&child, &child_fs, md.is_dir(), file_size)
