@@ -157,6 +157,8 @@ pub fn backup_options(profile: &Profile) -> Result<BackupOptions> {
     Ok(BackupOptions {
         paths: profile.paths.clone(),
         excludes,
+        iexcludes: archiver::with_exclude_files(&b.iexclude, &b.iexclude_file)?,
+        exclude_larger_than: b.exclude_larger_than,
         exclude_if_present: b.exclude_if_present.clone(),
         exclude_caches: b.exclude_caches,
         one_file_system: b.one_file_system,

@@ -191,6 +191,16 @@ impl<'a> Builder<'a> {
                     v.iter().map(|s| file_path(ctx, s)).collect()
                 })
                 .unwrap_or_default(),
+            iexclude: val(&r.iexclude).unwrap_or_default(),
+            iexclude_file: self
+                .conv(&r.iexclude_file, |v| {
+                    v.iter().map(|s| file_path(ctx, s)).collect()
+                })
+                .unwrap_or_default(),
+            exclude_larger_than: self.conv(&r.exclude_larger_than, |s| {
+                crate::maintenance::prune::parse_size(s)
+                    .map_err(|e| format!("exclude-larger-than: {e}"))
+            }),
             exclude_if_present: val(&r.exclude_if_present).unwrap_or_default(),
             exclude_caches: val(&r.exclude_caches).unwrap_or(false),
             one_file_system: val(&r.one_file_system).unwrap_or(false),

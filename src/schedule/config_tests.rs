@@ -316,5 +316,30 @@ fn the_documented_example_parses() {
             .contains("$LARDER_ERROR")
     );
     assert_eq!(home.retry.max_delay, Duration::from_secs(600));
+    assert_eq!(home.backup.iexclude, ["*.iso"]);
+    assert_eq!(home.backup.exclude_larger_than, Some(4 << 30));
     assert!(c.profile("base").unwrap().schedule.is_none());
+}
+
+#[test]
+fn case_blind_excludes_and_a_size_limit_resolve() {
+    let text = r#"
+[profile.home]
+repository = "/srv/r"
+password-file = "pass"
+paths = ["/home"]
+iexclude = ["*.TMP"]
+iexclude-file = ["ignore"]
+exclude-larger-than = "100M"
+"#;
+    let c = parse(text).unwrap();
+    let b = &c.profile("home").unwrap().backup;
+    assert_eq!(b.iexclude, ["*.TMP"]);
+    assert_eq!(b.iexclude_file, [PathBuf::from("/etc/larder/ignore")]);
+    assert_eq!(b.exclude_larger_than, Some(100 << 20));
+    let e = err(&text.replace("\"100M\"", "\"12Q\""));
+    assert!(
+        e.contains("larder.toml:8:") && e.contains("exclude-larger-than"),
+        "{e}"
+    );
 }

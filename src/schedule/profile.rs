@@ -65,6 +65,10 @@ pub enum Credential {
 pub struct BackupOptions {
     pub exclude: Vec<String>,
     pub exclude_file: Vec<PathBuf>,
+    pub iexclude: Vec<String>,
+    pub iexclude_file: Vec<PathBuf>,
+    /// Bytes (`exclude-larger-than`, written as `100M`).
+    pub exclude_larger_than: Option<u64>,
     pub exclude_if_present: Vec<String>,
     pub exclude_caches: bool,
     pub one_file_system: bool,
