@@ -451,12 +451,7 @@ impl Repository {
     /// call [`LockGuard::check`] (or a [`LockGuard::handle`]'s) before
     /// each write.
     pub fn lock_shared(&self) -> Result<LockGuard> {
-        LockGuard::acquire(
-            self.backend.clone(),
-            &self.master,
-            LockMode::Shared,
-            &self.lock_config()?,
-        )
+        self.take_lock(LockMode::Shared)
     }
 
     /// Lets commands that only read run without a lock (`--no-lock`, as
@@ -518,24 +513,14 @@ impl Repository {
     /// Takes an exclusive lock (operations that delete what others may
     /// read). Released when the guard drops.
     pub fn lock_exclusive(&self) -> Result<LockGuard> {
-        LockGuard::acquire(
-            self.backend.clone(),
-            &self.master,
-            LockMode::Exclusive,
-            &self.lock_config()?,
-        )
+        self.take_lock(LockMode::Exclusive)
     }
 
     /// Takes a maintenance lock (prune, key changes): it never blocks a
     /// backup, but no two maintenance operations, and no exclusive one,
     /// run at once.
     pub fn lock_maintenance(&self) -> Result<LockGuard> {
-        LockGuard::acquire(
-            self.backend.clone(),
-            &self.master,
-            LockMode::Maintenance,
-            &self.lock_config()?,
-        )
+        self.take_lock(LockMode::Maintenance)
     }
 
     /// Takes the lock of a command that replaces or removes snapshots
@@ -544,10 +529,15 @@ impl Repository {
     /// chosen before it was taken may have been removed meanwhile: see
     /// [`crate::snapshot::still_listed`].
     pub fn lock_snapshots(&self) -> Result<LockGuard> {
+        self.take_lock(LockMode::Snapshots)
+    }
+
+    /// Takes a lock of `mode` with this repository's lock settings.
+    fn take_lock(&self, mode: LockMode) -> Result<LockGuard> {
         LockGuard::acquire(
             self.backend.clone(),
             &self.master,
-            LockMode::Snapshots,
+            mode,
             &self.lock_config()?,
         )
     }

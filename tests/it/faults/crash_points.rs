@@ -226,6 +226,16 @@ pub(super) fn backed_up(
     (state, manifest(src))
 }
 
+/// Moves the state's repository to `from` (the source `copy --from-repo
+/// from` reads, relative to the state) and makes an empty one in its
+/// place; returns the new repository's path and the state's cache.
+pub(super) fn into_copy_source(state: &Path) -> (PathBuf, PathBuf) {
+    let (repo, cache) = paths(state);
+    fs::rename(&repo, state.join("from")).unwrap();
+    drop(init_at(&repo, &cache));
+    (repo, cache)
+}
+
 /// Restores `snapshot` and compares it with `want`; then `check
 /// --read-data` must pass.
 pub(super) fn restores_exactly(
@@ -425,9 +435,7 @@ fn a_copy_killed_at_each_open_leaves_a_repository_it_completes() {
     let base = tempfile::tempdir().unwrap();
     let src = base.path().join("src");
     let (state, want) = backed_up(base.path(), &src, 2);
-    let (repo, cache) = paths(&state);
-    fs::rename(&repo, state.join("from")).unwrap();
-    drop(init_at(&repo, &cache));
+    into_copy_source(&state);
     // Relative: each copy of the state copies from its own source.
     let args = ["copy", "--from-repo", "from"];
     let env = [("LARDER_FROM_PASSWORD", crate::common::PASS)];

@@ -13,7 +13,8 @@
 //! repository that restores exactly and `check --read-data` reads whole.
 
 use super::crash_points::{
-    Ended, FORGET, backed_up, copy_state, hold_below, paths, points, restores_exactly, run_held,
+    Ended, FORGET, backed_up, copy_state, hold_below, into_copy_source, paths, points,
+    restores_exactly, run_held,
 };
 use super::{
     Out, assert_check_clean, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
@@ -628,9 +629,7 @@ fn a_copy_at_each_open_of_its_source_beside_a_prune_there() {
         state,
         want,
     } = prepared(3);
-    let (repo, cache) = paths(&state);
-    fs::rename(&repo, state.join("from")).unwrap();
-    drop(crate::common::init_at(&repo, &cache));
+    into_copy_source(&state);
     let copied = Cell::new(0);
     sweep_under(
         &state,
@@ -663,9 +662,7 @@ fn a_copy_at_each_open_beside_a_backup_into_the_same_repository() {
         state,
         want: want_copied,
     } = prepared(2);
-    let (repo, cache) = paths(&state);
-    fs::rename(&repo, state.join("from")).unwrap();
-    drop(crate::common::init_at(&repo, &cache));
+    let (_, cache) = into_copy_source(&state);
     let other = base.path().join("other");
     fill(&other, 10, 4, 200 << 10); // data the source holds too
     let want_other = manifest(&other);
@@ -1014,9 +1011,7 @@ fn a_copy_at_each_open_beside_the_same_copy() {
         state,
         want,
     } = prepared(2);
-    let (repo, cache) = paths(&state);
-    fs::rename(&repo, state.join("from")).unwrap();
-    drop(crate::common::init_at(&repo, &cache));
+    into_copy_source(&state);
     let args = ["copy", "--from-repo", "from"];
     let codes = RefCell::new(Vec::new());
     sweep_outcomes(
