@@ -11,7 +11,7 @@
 //! (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`readers`] (the workers that read new and changed files while
 //! the walk goes on; the paths come from the arguments and
-//! [`files_from`]) and [`file`] (reading and chunking one file, a
+//! [`files_from`]; a stream instead: [`stdin`]) and [`file`] (reading and chunking one file, a
 //! large one by two workers: [`split`]; a changed one cut along its
 //! parent's chunks where their bytes are unchanged: [`guide`]),
 //! [`blobs`] (hashing and deduplication), [`assemble`] (the walk's nodes
@@ -29,6 +29,7 @@ mod files_from;
 pub use exclude::{Excluder, with_exclude_files};
 pub use files_from::{ListForm, paths_from};
 pub use parent::same_file;
+pub use stdin::{DEFAULT_NAME as STDIN_NAME, backup_stdin};
 mod file;
 mod guide;
 mod parent;
@@ -38,6 +39,7 @@ mod root;
 mod runmark;
 mod scan;
 mod split;
+mod stdin;
 mod store;
 mod walk;
 

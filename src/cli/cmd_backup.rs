@@ -12,12 +12,20 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  larder backup ~/Documents ~/Pictures --exclude '*.tmp' --exclude-caches\n  \
-    larder backup / -x --exclude-file ~/.config/larder/excludes --tag nightly"
+    larder backup / -x --exclude-file ~/.config/larder/excludes --tag nightly\n  \
+    pg_dump mydb | larder backup --stdin --stdin-filename mydb.sql"
 )]
 pub struct Args {
     /// Files and directories to back up.
-    #[arg(required_unless_present_any = ["files_from", "files_from_verbatim", "files_from_raw"])]
+    #[arg(required_unless_present_any = ["files_from", "files_from_verbatim", "files_from_raw", "stdin"])]
     pub paths: Vec<PathBuf>,
+    /// Back up what standard input gives, to its end, as one file (a
+    /// database dump piped in), instead of paths.
+    #[arg(long, conflicts_with_all = ["paths", "files_from", "files_from_verbatim", "files_from_raw"])]
+    pub stdin: bool,
+    /// The name of the file --stdin stores (default: `stdin`).
+    #[arg(long, value_name = "NAME")]
+    pub stdin_filename: Option<String>,
     /// Back up the paths listed in this file too, one a line; blank lines
     /// and `#` comments are skipped, and globs are not expanded; `-` reads
     /// standard input (repeatable).
@@ -182,6 +190,11 @@ fn print_summary(res: &BackupResult) {
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
+    if a.stdin_filename.is_some() && !a.stdin {
+        return Err(Error::Usage(
+            "--stdin-filename names what --stdin stores: give --stdin too".into(),
+        ));
+    }
     // The backup brings the index up to date under its lock.
     let repo = g.open()?;
     let mut paths = a.paths.clone();
@@ -216,7 +229,13 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .transpose()?,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
-    let res = archiver::backup(&repo, &opts, &progress);
+    let res = if a.stdin {
+        let mut input = std::io::stdin().lock();
+        let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);
+        archiver::backup_stdin(&repo, &mut input, name, &opts, &progress)
+    } else {
+        archiver::backup(&repo, &opts, &progress)
+    };
     progress.finish();
     let res = res?;
     for w in res.warnings.iter().chain(&res.notices) {

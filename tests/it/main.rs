@@ -28,6 +28,7 @@ mod safety;
 mod schedule;
 mod snapshots_cmd;
 mod stats;
+mod stdin;
 mod support;
 mod untrusted;
 mod vectors;
