@@ -147,10 +147,11 @@ pub fn copy_with_progress(
     // copy of the same snapshots, a forget), the snapshots the other
     // copy saved while this one copied data are found, and not saved
     // twice. The data copied for them is left for prune.
-    let _changing = dst.lock_snapshots()?;
+    let changing = dst.lock_snapshots()?;
     let (existing, _) = snapshot::list(dst, &Filter::default())?;
     for (id, s) in new_snaps {
         lock.check()?;
+        changing.check()?;
         if let Some((eid, _)) = existing.iter().find(|(_, e)| same_origin(e, &s)) {
             report.skipped.push(AlreadyThere {
                 source: id.to_hex(),

@@ -51,7 +51,7 @@ use crate::packer::PackerStats;
 use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::snapshot::{self, Filter, Snapshot, Summary};
-use blobs::{BlobSink, SharedSink};
+use blobs::SharedSink;
 use parent::ParentTrees;
 use runmark::RunMark;
 use std::path::PathBuf;
@@ -290,17 +290,7 @@ fn run_pipeline(
                 scan::scan(paths, x, opts.one_file_system, stop, progress)
             });
         }
-        let (tx, handle) = match &store {
-            None => (None, None),
-            Some(st) => {
-                let (tx, h) = store::spawn(scope, st);
-                (Some(tx), Some(h))
-            }
-        };
-        let sink = SharedSink::new(
-            BlobSink::new(repo, tx, segmented),
-            store.as_ref().map(|s| s as &dyn store::Put),
-        );
+        let (sink, handle) = store::sink_and_workers(scope, repo, store.as_ref(), segmented);
         let (walked, summary, warnings, parent, trees) = walk_with_readers(
             opts,
             progress,

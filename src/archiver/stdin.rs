@@ -7,7 +7,7 @@
 //! files of a tree walk; there is no parent (nothing to compare a stream
 //! with), so every chunk is hashed and looked up.
 
-use super::blobs::{BlobSink, SharedSink, ZeroIds};
+use super::blobs::{SharedSink, ZeroIds};
 use super::{BackupOptions, BackupResult, store};
 use crate::error::{Error, Result};
 use crate::id::Id;
@@ -59,17 +59,7 @@ pub fn backup_stdin(
     let segmented = store.as_ref().map(store::Store::segmented).transpose()?;
     let time_ns = opts.time.unwrap_or_else(crate::host::now_ns);
     let streamed = std::thread::scope(|scope| {
-        let (tx, handle) = match &store {
-            None => (None, None),
-            Some(st) => {
-                let (tx, h) = store::spawn(scope, st);
-                (Some(tx), Some(h))
-            }
-        };
-        let sink = SharedSink::new(
-            BlobSink::new(repo, tx, segmented),
-            store.as_ref().map(|s| s as &dyn store::Put),
-        );
+        let (sink, handle) = store::sink_and_workers(scope, repo, store.as_ref(), segmented);
         let stored = store_stream(&sink, &chunker, input, name, time_ns, progress)
             .and_then(|r| sink.close().map(|()| r));
         let added_plain = sink.added_plain();

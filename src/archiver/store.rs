@@ -15,6 +15,7 @@
 //! dictionary and writes it, and data blobs sealed after that use it (see
 //! [`crate::dictionary`]).
 
+use super::blobs::{BlobSink, SharedSink};
 use crate::dictionary::{self, SAMPLE_BUDGET, Sampler};
 use crate::error::{Error, Result};
 use crate::id::Id;
@@ -143,6 +144,29 @@ pub fn spawn<'scope, 'env, 'r: 'env>(
         })
         .collect();
     (tx, Workers(handles))
+}
+
+/// The sink a run's blobs go to and the sealing workers of `store` that
+/// it feeds (none in a dry run, whose blobs are only hashed and looked
+/// up). Drop the sink, then [`Workers::join`], then [`Store::finish`].
+pub(super) fn sink_and_workers<'scope, 'env, 'r: 'env>(
+    scope: &'scope Scope<'scope, 'env>,
+    repo: &'env Repository,
+    store: Option<&'env Store<'r>>,
+    segmented: Option<Arc<Segmented>>,
+) -> (SharedSink<'env>, Option<Workers<'scope>>) {
+    let (tx, workers) = match store {
+        None => (None, None),
+        Some(st) => {
+            let (tx, w) = spawn(scope, st);
+            (Some(tx), Some(w))
+        }
+    };
+    let sink = SharedSink::new(
+        BlobSink::new(repo, tx, segmented),
+        store.map(|s| s as &dyn Put),
+    );
+    (sink, workers)
 }
 
 /// The sealing workers of one run.
