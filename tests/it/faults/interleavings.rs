@@ -540,7 +540,8 @@ fn snapshot_rewriters_at_each_open_beside_a_backup() {
     let oldest = ids.iter().next().unwrap().clone();
     let rewriters: Vec<Vec<&str>> = vec![
         vec!["tag", "--add", "x", &oldest],
-        vec!["rewrite", "--exclude", "r1", "--forget", &oldest],
+        // `d0` is in every snapshot (`r1` is not in the first round's).
+        vec!["rewrite", "--exclude", "d0", "--forget", &oldest],
         vec!["forget", "--keep-last", "2"],
     ];
     for args in &rewriters {
@@ -880,17 +881,19 @@ fn snapshot_changes_at_each_open_beside_each_other() {
     let Prepared {
         base: _base, state, ..
     } = prepared(2);
-    let oldest = snapshot_names(&state.join("repo"))
+    // The first by name: any one of the two.
+    let first = snapshot_names(&state.join("repo"))
         .into_iter()
         .next()
         .unwrap();
-    let tag_x: &[&str] = &["tag", "--add", "x", &oldest];
-    let rewrite: &[&str] = &["rewrite", "--exclude", "r1", "--forget", &oldest];
+    let tag_x: &[&str] = &["tag", "--add", "x", &first];
+    // `d0` is in every snapshot, so the rewrite always saves a new one.
+    let rewrite: &[&str] = &["rewrite", "--exclude", "d0", "--forget", &first];
     let pairs: [(&[&str], Vec<&str>); 4] = [
-        (tag_x, vec!["forget", &oldest]),
-        (&["forget", &oldest], vec!["tag", "--add", "x", &oldest]),
-        (tag_x, vec!["tag", "--add", "y", &oldest]),
-        (rewrite, vec!["forget", &oldest]),
+        (tag_x, vec!["forget", &first]),
+        (&["forget", &first], vec!["tag", "--add", "x", &first]),
+        (tag_x, vec!["tag", "--add", "y", &first]),
+        (rewrite, vec!["forget", &first]),
     ];
     for (held, beside) in pairs {
         let forgets = held[0] == "forget" || beside[0] == "forget";
@@ -908,7 +911,7 @@ fn snapshot_changes_at_each_open_beside_each_other() {
                 let b = codes.borrow().last().copied().unwrap();
                 let (repo, cache) = paths(dir);
                 check_passes(&repo, &cache, false, what);
-                let left = standing_for(dir, &oldest);
+                let left = standing_for(dir, &first);
                 // 3: a forget that found the snapshot it names gone.
                 for code in [o.code, b] {
                     assert!(
