@@ -127,6 +127,33 @@ impl<'de> Deserialize<'de> for Snapshot {
 }
 
 impl Snapshot {
+    /// A new backup's snapshot, made by this process: its user, ids and
+    /// program version beside what the backup gives.
+    pub fn by_this_process(
+        time_ns: i64,
+        hostname: String,
+        paths: Vec<String>,
+        tags: Vec<String>,
+        tree: Id,
+        parent: Option<Id>,
+        summary: Summary,
+    ) -> Snapshot {
+        Snapshot {
+            time_ns,
+            hostname,
+            username: crate::host::username(),
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+            paths,
+            tags,
+            tree,
+            parent,
+            program_version: crate::PROGRAM_VERSION.to_string(),
+            summary,
+            original: None,
+        }
+    }
+
     /// The time as RFC 3339 text.
     pub fn time_rfc3339(&self) -> String {
         jiff::Timestamp::from_nanosecond(self.time_ns as i128)

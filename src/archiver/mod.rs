@@ -186,20 +186,15 @@ pub fn backup(
         summary.data_added_plain = st.bytes_added_plain;
     }
     summary.duration_ms = start.elapsed().as_millis() as u64;
-    let snap = Snapshot {
-        time_ns: opts.time.unwrap_or_else(crate::host::now_ns),
+    let snap = Snapshot::by_this_process(
+        opts.time.unwrap_or_else(crate::host::now_ns),
         hostname,
-        username: crate::host::username(),
-        uid: nix::unistd::getuid().as_raw(),
-        gid: nix::unistd::getgid().as_raw(),
-        paths: path_strings,
-        tags: opts.tags.clone(),
-        tree: walked.root,
-        parent: parent.as_ref().map(|(id, _)| *id),
-        program_version: crate::PROGRAM_VERSION.to_string(),
-        summary: summary.clone(),
-        original: None,
-    };
+        path_strings,
+        opts.tags.clone(),
+        walked.root,
+        parent.as_ref().map(|(id, _)| *id),
+        summary.clone(),
+    );
     let snapshot_id = match &lock {
         None => None,
         Some(l) => {

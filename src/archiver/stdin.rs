@@ -84,20 +84,15 @@ pub fn backup_stdin(
         duration_ms: start.elapsed().as_millis() as u64,
         ..Summary::default()
     };
-    let snap = Snapshot {
+    let snap = Snapshot::by_this_process(
         time_ns,
-        hostname: opts.host.clone().unwrap_or_else(crate::host::hostname),
-        username: crate::host::username(),
-        uid: nix::unistd::getuid().as_raw(),
-        gid: nix::unistd::getgid().as_raw(),
-        paths: vec![format!("/{name}")],
-        tags: opts.tags.clone(),
-        tree: root,
-        parent: None,
-        program_version: crate::PROGRAM_VERSION.to_string(),
-        summary: summary.clone(),
-        original: None,
-    };
+        opts.host.clone().unwrap_or_else(crate::host::hostname),
+        vec![format!("/{name}")],
+        opts.tags.clone(),
+        root,
+        None,
+        summary.clone(),
+    );
     let snapshot_id = match &lock {
         None => None,
         Some(l) => {
