@@ -27,7 +27,7 @@ mod exclude;
 mod files_from;
 
 pub use exclude::{Excluder, with_exclude_files};
-pub use files_from::{ListForm, paths_from};
+pub use files_from::{ListForm, Listed, paths_from};
 pub use parent::same_file;
 pub use stdin::{DEFAULT_NAME as STDIN_NAME, backup_stdin};
 mod file;

@@ -27,8 +27,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub stdin_filename: Option<String>,
     /// Back up the paths listed in this file too, one a line; blank lines
-    /// and `#` comments are skipped, and globs are not expanded; `-` reads
-    /// standard input (repeatable).
+    /// and `#` comments are skipped, and a line with `*`, `?` or `[` is a
+    /// glob pattern (one that matches nothing is skipped with a warning);
+    /// `-` reads standard input (repeatable).
     #[arg(long, value_name = "FILE")]
     pub files_from: Vec<PathBuf>,
     /// As --files-from, every non-empty line taken as written (repeatable).
@@ -205,7 +206,11 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     ];
     for (files, form) in lists {
         for f in files {
-            paths.extend(archiver::paths_from(f, form)?);
+            let listed = archiver::paths_from(f, form)?;
+            for w in &listed.warnings {
+                eprintln!("warning: {}", safe(w));
+            }
+            paths.extend(listed.paths);
         }
     }
     let opts = BackupOptions {

@@ -1242,8 +1242,8 @@ fn backup_excludes_directories() {
 /// `--iexclude-file` match without regard to case, `--exclude-larger-than`
 /// leaves out larger files (not directories), and `--files-from`,
 /// `--files-from-verbatim` and `--files-from-raw` add the paths they list
-/// (comments and blank lines skipped by the first; any byte but NUL in a
-/// raw name, a newline included).
+/// (comments and blank lines skipped by the first, and its glob patterns
+/// expanded; any byte but NUL in a raw name, a newline included).
 #[test]
 fn backup_takes_restics_list_and_size_flags() {
     let base = tempfile::tempdir().unwrap();
@@ -1304,9 +1304,10 @@ fn backup_takes_restics_list_and_size_flags() {
     fs::write(
         &lines,
         format!(
-            "# what to keep\n\n  {}  \n{}\n",
+            "# what to keep\n\n  {}  \n{}/sub/dee?\n{}/nothing-*\n",
             path_str(&src.join("a.txt")),
-            path_str(&src.join("sub/deep"))
+            path_str(&src),
+            path_str(&src)
         ),
     )
     .unwrap();
@@ -1353,6 +1354,11 @@ fn backup_takes_restics_list_and_size_flags() {
     want.sort();
     assert_eq!(paths, want, "{err}");
     assert_eq!(last(&out)["total_files_processed"], 5, "{out}");
+    // A pattern that matches nothing is skipped, with a warning.
+    assert!(
+        err.contains("pattern") && err.contains("nothing-*") && err.contains("skipped"),
+        "{err}"
+    );
 
     // A list that cannot be read is an error naming it; nothing is saved.
     let before = fs::read_dir(repo.join("snapshots")).unwrap().count();
