@@ -118,6 +118,13 @@ fn second(dir: &Path, args: &[&str]) -> Out {
     wait_bounded(spawn(c), &format!("beside: larder {args:?}"))
 }
 
+/// [`second`], which must succeed.
+fn second_ok(dir: &Path, args: &[&str], what: &str) -> Out {
+    let o = second(dir, args);
+    assert_eq!(o.code, 0, "{what}: beside: {}", o.all());
+    o
+}
+
 /// Prunes with no grace period, twice (the second deletes what the first
 /// marked while nothing else runs); then `id` restores exactly.
 fn prunes_keep(dir: &Path, id: &str, src: &Path, want: &Want, what: &str) {
@@ -226,8 +233,7 @@ fn a_prune_at_each_open_beside_a_backup() {
         &state,
         FORGET,
         |dir, what| {
-            let b = second(dir, &["backup", "--json", path_str(&src)]);
-            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+            let b = second_ok(dir, &["backup", "--json", path_str(&src)], what);
             *id.borrow_mut() = snapshot_id_of(&b);
         },
         |dir, _, what| prunes_keep(dir, &id.borrow(), &src, &want, what),
@@ -259,8 +265,7 @@ fn a_restore_at_each_open_beside_a_prune() {
         &args,
         |dir, what| {
             let before = pack_names(&dir.join("repo"));
-            let p = second(dir, FORGET);
-            assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
+            second_ok(dir, FORGET, what);
             let gone = before.difference(&pack_names(&dir.join("repo"))).count();
             let n = if gone > 0 { &deleted } else { &kept };
             n.set(n.get() + 1);
@@ -299,8 +304,7 @@ fn a_backup_at_each_open_beside_another_backup() {
         &state,
         &["backup", "--json", path_str(&src)],
         |dir, what| {
-            let b = second(dir, &["backup", "--json", path_str(&other)]);
-            assert_eq!(b.code, 0, "{what}: the other backup: {}", b.all());
+            let b = second_ok(dir, &["backup", "--json", path_str(&other)], what);
             *other_id.borrow_mut() = snapshot_id_of(&b);
         },
         |dir, b, what| {
@@ -332,8 +336,7 @@ fn a_backup_at_each_open_beside_forgetting_its_parent() {
         |dir, what| {
             let mut args = vec!["forget", "--prune", "--keep-delete", "0s"];
             args.extend(ids.iter().map(String::as_str));
-            let p = second(dir, &args);
-            assert_eq!(p.code, 0, "{what}: forgetting every snapshot: {}", p.all());
+            second_ok(dir, &args, what);
         },
         |dir, b, what| {
             let id = snapshot_id_of(b);
@@ -354,8 +357,7 @@ fn a_check_at_each_open_beside_a_prune() {
         &state,
         &["check"],
         |dir, what| {
-            let p = second(dir, FORGET);
-            assert_eq!(p.code, 0, "{what}: the prune: {}", p.all());
+            second_ok(dir, FORGET, what);
         },
         |_, c, what| assert_check_clean(c, what),
     );
@@ -376,8 +378,7 @@ fn a_check_at_each_open_beside_a_backup() {
         &state,
         &["check", "--read-data"],
         |dir, what| {
-            let b = second(dir, &["backup", "--json", path_str(&src)]);
-            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+            second_ok(dir, &["backup", "--json", path_str(&src)], what);
         },
         |dir, c, what| {
             assert_check_clean(c, what);
@@ -438,8 +439,7 @@ fn a_restore_of_latest_at_each_open_beside_a_backup() {
     } = prepared(3);
     let after = bring_back_old_data(&src);
     let backup = |dir: &Path, what: &str| {
-        let b = second(dir, &["backup", "--json", path_str(&src)]);
-        assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+        second_ok(dir, &["backup", "--json", path_str(&src)], what);
     };
     restore_latest_is_one_of(&state, &src, &before, &after, backup, "a backup");
 }
@@ -478,8 +478,7 @@ fn readers_at_each_open_beside_a_backup() {
             &state,
             args,
             |dir, what| {
-                let b = second(dir, &["backup", "--json", path_str(&src)]);
-                assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+                second_ok(dir, &["backup", "--json", path_str(&src)], what);
             },
             |dir, o, what| {
                 // The same command on the snapshot it must have read: the
@@ -550,8 +549,7 @@ fn snapshot_rewriters_at_each_open_beside_a_backup() {
             &state,
             args,
             |dir, what| {
-                let b = second(dir, &["backup", "--json", path_str(&src)]);
-                assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+                let b = second_ok(dir, &["backup", "--json", path_str(&src)], what);
                 *backup_id.borrow_mut() = snapshot_id_of(&b);
             },
             |dir, _, what| {
@@ -676,8 +674,7 @@ fn a_copy_at_each_open_beside_a_backup_into_the_same_repository() {
         &state,
         &["copy", "--from-repo", "from"],
         |dir, what| {
-            let b = second(dir, &["backup", "--json", path_str(&other)]);
-            assert_eq!(b.code, 0, "{what}: the backup: {}", b.all());
+            let b = second_ok(dir, &["backup", "--json", path_str(&other)], what);
             *backup_id.borrow_mut() = snapshot_id_of(&b);
         },
         |dir, _, what| {
@@ -817,10 +814,16 @@ fn a_restore_at_each_open_beside_a_rewrite_and_prune() {
     rewritten.retain(|k, _| k != "r1" && !k.starts_with("r1/"));
     assert_ne!(rewritten, want, "nothing to exclude");
     let rewrite = |dir: &Path, what: &str| {
-        let r = second(dir, &["rewrite", "--exclude", "r1", "--forget", "latest"]);
-        assert_eq!(r.code, 0, "{what}: rewrite: {}", r.all());
-        let p = second(dir, &["prune", "--keep-delete", "0s", "--max-unused", "0"]);
-        assert_eq!(p.code, 0, "{what}: prune: {}", p.all());
+        second_ok(
+            dir,
+            &["rewrite", "--exclude", "r1", "--forget", "latest"],
+            what,
+        );
+        second_ok(
+            dir,
+            &["prune", "--keep-delete", "0s", "--max-unused", "0"],
+            what,
+        );
     };
     restore_latest_is_one_of(&state, &src, &want, &rewritten, rewrite, "a rewrite");
 }
@@ -844,8 +847,7 @@ fn a_prune_at_each_open_beside_a_restore() {
         &state,
         FORGET,
         |dir, what| {
-            let r = second(dir, &["restore", "-q", &id, "--target", "back"]);
-            assert_eq!(r.code, 0, "{what}: the restore: {}", r.all());
+            second_ok(dir, &["restore", "-q", &id, "--target", "back"], what);
             let got = manifest(&dir.join("back").join(src.strip_prefix("/").unwrap()));
             assert_same_manifest(&want, &got, what);
         },
@@ -983,8 +985,7 @@ fn unlock_beside_commands_held_at_each_open_removes_no_live_lock() {
             &state,
             held,
             |dir, what| {
-                let u = second(dir, &["--json", "unlock"]);
-                assert_eq!(u.code, 0, "{what}: unlock: {}", u.all());
+                let u = second_ok(dir, &["--json", "unlock"], what);
                 let r: serde_json::Value = serde_json::from_str(&u.out).unwrap();
                 let removed = r["removed"].as_array().unwrap();
                 assert!(removed.is_empty(), "{what}: unlock removed {removed:?}");
