@@ -11,7 +11,8 @@
 //! (what is left out), [`parent`] (the parent snapshot's
 //! trees), [`readers`] (the workers that read new and changed files while
 //! the walk goes on; the paths come from the arguments and
-//! [`files_from`]; a stream instead: [`stdin`]) and [`file`] (reading and chunking one file, a
+//! [`files_from`]; a stream instead: [`stdin`], perhaps a
+//! [`command`]'s output) and [`file`] (reading and chunking one file, a
 //! large one by two workers: [`split`]; a changed one cut along its
 //! parent's chunks where their bytes are unchanged: [`guide`]),
 //! [`blobs`] (hashing and deduplication), [`assemble`] (the walk's nodes
@@ -23,13 +24,15 @@
 mod ahead;
 mod assemble;
 mod blobs;
+mod command;
 mod exclude;
 mod files_from;
 
+pub use command::CommandOutput;
 pub use exclude::{Excluder, with_exclude_files};
 pub use files_from::{ListForm, Listed, paths_from};
 pub use parent::same_file;
-pub use stdin::{DEFAULT_NAME as STDIN_NAME, backup_stdin};
+pub use stdin::{DEFAULT_NAME as STDIN_NAME, Stream, backup_stream};
 mod file;
 mod guide;
 mod parent;

@@ -5,9 +5,12 @@
 //! times, and the snapshot's one path is `/NAME`. The stream is chunked,
 //! deduplicated and stored through the same sink and storing stage as the
 //! files of a tree walk; there is no parent (nothing to compare a stream
-//! with), so every chunk is hashed and looked up.
+//! with), so every chunk is hashed and looked up. The stream is standard
+//! input or, for `--stdin-from-command`, a command's output
+//! ([`super::command`]), started once the lock is held.
 
 use super::blobs::{SharedSink, ZeroIds};
+use super::command::CommandOutput;
 use super::{BackupOptions, BackupResult, store};
 use crate::error::{Error, Result};
 use crate::id::Id;
@@ -16,6 +19,7 @@ use crate::progress::Progress;
 use crate::repository::Repository;
 use crate::snapshot::{self, Snapshot, Summary};
 use crate::tree::{Node, NodeKind, Tree};
+use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
@@ -23,14 +27,23 @@ use std::time::Instant;
 /// The name a stream is stored under when none is given.
 pub const DEFAULT_NAME: &str = "stdin";
 
-/// Backs up `input` (read to its end) as the file `name` of a new snapshot
+/// Where a stream comes from.
+pub enum Stream<'a> {
+    /// A reader (standard input; errors name it so).
+    Reader(&'a mut dyn Read),
+    /// The standard output of this command (program, then arguments).
+    Command(&'a [OsString]),
+}
+
+/// Backs up `stream` (read to its end) as the file `name` of a new snapshot
 /// (none in a dry run), under a shared lock as a backup of files is; of
-/// `opts`, the tags, host, time and `dry_run` apply. A read error stops
-/// the backup with an error (no partial snapshot of a stream is saved);
-/// what was stored before it is indexed, for the next run to reuse.
-pub fn backup_stdin(
+/// `opts`, the tags, host, time and `dry_run` apply. A read error, or a
+/// command that fails, stops the backup with an error (no partial
+/// snapshot of a stream is saved); what was stored before it is indexed,
+/// for the next run to reuse.
+pub fn backup_stream(
     repo: &Repository,
-    input: &mut dyn Read,
+    stream: Stream<'_>,
     name: &str,
     opts: &BackupOptions,
     progress: &dyn Progress,
@@ -52,6 +65,17 @@ pub fn backup_stdin(
         l.check()?;
     }
     let chunker = repo.chunker()?;
+    // A command starts only now that the lock is held; dropped on any
+    // error below, it is killed.
+    let mut command = None;
+    let (input, source): (&mut dyn Read, String) = match stream {
+        Stream::Reader(r) => (r, "standard input".into()),
+        Stream::Command(argv) => {
+            let c = command.insert(CommandOutput::spawn(argv)?);
+            let label = c.label().to_string();
+            (c, label)
+        }
+    };
     let store = match &lock {
         None => None,
         Some(l) => Some(store::Store::new(repo, Some(l.handle()))?),
@@ -60,7 +84,7 @@ pub fn backup_stdin(
     let time_ns = opts.time.unwrap_or_else(crate::host::now_ns);
     let streamed = std::thread::scope(|scope| {
         let (sink, handle) = store::sink_and_workers(scope, repo, store.as_ref(), segmented);
-        let stored = store_stream(&sink, &chunker, input, name, time_ns, progress)
+        let stored = store_stream(&sink, &chunker, input, &source, name, time_ns, progress)
             .and_then(|r| sink.close().map(|()| r));
         let added_plain = sink.added_plain();
         drop(sink);
@@ -74,6 +98,10 @@ pub fn backup_stdin(
     let (stored, added_plain) = streamed?;
     let finished = finished?;
     let (root, size) = stored?;
+    // Stored whole; a command that failed has no snapshot of its output.
+    if let Some(c) = command.as_mut() {
+        c.finish()?;
+    }
     let summary = Summary {
         files_new: 1,
         bytes_read: size,
@@ -116,6 +144,7 @@ fn store_stream(
     sink: &SharedSink<'_>,
     chunker: &crate::chunker::Chunker,
     input: &mut dyn Read,
+    source: &str,
     name: &str,
     time_ns: i64,
     progress: &dyn Progress,
@@ -133,7 +162,7 @@ fn store_stream(
             progress.bytes(chunk.len() as u64);
             Ok(())
         },
-        |e| Error::io(Path::new("standard input"), e),
+        |e| Error::io(Path::new(source), e),
     )?;
     progress.file_done();
     let node = Node {

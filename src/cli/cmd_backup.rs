@@ -3,7 +3,7 @@
 use super::Global;
 use super::output::{print_json, safe};
 use super::progress::{Mode, TermProgress};
-use crate::archiver::{self, BackupOptions, BackupResult, ListForm};
+use crate::archiver::{self, BackupOptions, BackupResult, ListForm, Stream};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -13,17 +13,24 @@ use std::path::PathBuf;
 #[command(
     after_help = "Examples:\n  larder backup ~/Documents ~/Pictures --exclude '*.tmp' --exclude-caches\n  \
     larder backup / -x --exclude-file ~/.config/larder/excludes --tag nightly\n  \
-    pg_dump mydb | larder backup --stdin --stdin-filename mydb.sql"
+    pg_dump mydb | larder backup --stdin --stdin-filename mydb.sql\n  \
+    larder backup --stdin-from-command --stdin-filename mydb.sql -- pg_dump mydb"
 )]
 pub struct Args {
-    /// Files and directories to back up.
+    /// Files and directories to back up (with --stdin-from-command: the
+    /// command and its arguments).
     #[arg(required_unless_present_any = ["files_from", "files_from_verbatim", "files_from_raw", "stdin"])]
     pub paths: Vec<PathBuf>,
     /// Back up what standard input gives, to its end, as one file (a
     /// database dump piped in), instead of paths.
     #[arg(long, conflicts_with_all = ["paths", "files_from", "files_from_verbatim", "files_from_raw"])]
     pub stdin: bool,
-    /// The name of the file --stdin stores (default: `stdin`).
+    /// Back up the standard output of the command given (after `--`) in
+    /// place of paths, as one file; a command that fails saves no snapshot.
+    #[arg(long, conflicts_with_all = ["stdin", "files_from", "files_from_verbatim", "files_from_raw"])]
+    pub stdin_from_command: bool,
+    /// The name of the file --stdin or --stdin-from-command stores
+    /// (default: `stdin`).
     #[arg(long, value_name = "NAME")]
     pub stdin_filename: Option<String>,
     /// Back up the paths listed in this file too, one a line; blank lines
@@ -191,9 +198,10 @@ fn print_summary(res: &BackupResult) {
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
-    if a.stdin_filename.is_some() && !a.stdin {
+    if a.stdin_filename.is_some() && !a.stdin && !a.stdin_from_command {
         return Err(Error::Usage(
-            "--stdin-filename names what --stdin stores: give --stdin too".into(),
+            "--stdin-filename names what --stdin or --stdin-from-command stores: give one of them too"
+                .into(),
         ));
     }
     // The backup brings the index up to date under its lock.
@@ -234,10 +242,13 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .transpose()?,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
+    let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);
     let res = if a.stdin {
         let mut input = std::io::stdin().lock();
-        let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);
-        archiver::backup_stdin(&repo, &mut input, name, &opts, &progress)
+        archiver::backup_stream(&repo, Stream::Reader(&mut input), name, &opts, &progress)
+    } else if a.stdin_from_command {
+        let command: Vec<_> = a.paths.iter().map(|p| p.clone().into_os_string()).collect();
+        archiver::backup_stream(&repo, Stream::Command(&command), name, &opts, &progress)
     } else {
         archiver::backup(&repo, &opts, &progress)
     };

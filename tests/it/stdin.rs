@@ -5,6 +5,12 @@
 //! no snapshot. A stream backup waiting on a slow producer while a prune
 //! runs beside it completes, and one killed mid-stream leaves a
 //! repository that `check` passes and the next run completes.
+//!
+//! `backup --stdin-from-command -- CMD ARGS` (restic's flag) stores the
+//! command's output the same way; a command that fails or cannot start
+//! saves no snapshot and names itself, and what it wrote before failing
+//! is stored for the next run to reuse. (Held at each open beside a
+//! prune, killed at each open: `faults::interleavings`, `crash_points`.)
 
 use crate::common::larder;
 use crate::faults::{check_passes, cli_repo, larder_ok, snapshot_id_of, wait_bounded};
@@ -114,7 +120,7 @@ fn bad_names_and_unreadable_streams_save_nothing() {
     c.args(["backup", "--stdin-filename", "x", path_str(&src)]);
     let o = wait_bounded(crate::faults::spawn(c), "--stdin-filename alone");
     assert!(
-        o.code == 1 && o.err.contains("give --stdin too"),
+        o.code == 1 && o.err.contains("give one of them too"),
         "{}",
         o.all()
     );
@@ -206,4 +212,143 @@ fn a_stream_backup_beside_a_prune_and_killed_mid_stream() {
     );
     assert_eq!(fs::read(target.join("killed")).unwrap(), other);
     check_passes(&repo, &cache, true, "after the stream run again");
+}
+
+/// `larder backup --json --stdin-from-command ARGS -- COMMAND`, to its end.
+fn backup_command(
+    repo: &Path,
+    cache: &Path,
+    args: &[&str],
+    command: &[&str],
+) -> crate::faults::Out {
+    let mut c = larder(repo, cache);
+    c.args(["backup", "--json", "--stdin-from-command"])
+        .args(args)
+        .arg("--")
+        .args(command);
+    wait_bounded(crate::faults::spawn(c), &format!("backup from {command:?}"))
+}
+
+#[test]
+fn a_commands_output_is_stored_exactly_and_a_failing_command_saves_nothing() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let snapshots = || fs::read_dir(repo.join("snapshots")).unwrap().count();
+    let dump_file = t.dir.path().join("dump.bin");
+    let data = rand_bytes(21, 3 << 20);
+    fs::write(&dump_file, &data).unwrap();
+    let dump = path_str(&dump_file);
+
+    // A command that writes its stream, and a line on its standard error
+    // that reaches larder's.
+    let script = format!("cat '{dump}'; echo 'dumped it' >&2");
+    let o = backup_command(
+        &repo,
+        &cache,
+        &["--stdin-filename", "db.bin"],
+        &["sh", "-c", &script],
+    );
+    assert_eq!(o.code, 0, "{}", o.all());
+    assert!(o.err.contains("dumped it"), "{}", o.all());
+    let id = snapshot_id_of(&o);
+    let snaps = larder_ok(&repo, &cache, &["snapshots", "--json", &id]);
+    let snaps: serde_json::Value = serde_json::from_str(&snaps.out).unwrap();
+    assert_eq!(snaps[0]["paths"], serde_json::json!(["/db.bin"]));
+    let target = t.dir.path().join("back");
+    larder_ok(
+        &repo,
+        &cache,
+        &["restore", "-q", &id, "--target", path_str(&target)],
+    );
+    assert_eq!(
+        fs::read(target.join("db.bin")).unwrap(),
+        data,
+        "the restored stream"
+    );
+
+    // A command that fails after writing new data: exit 1, an error that
+    // names the command and how it ended, no snapshot.
+    let more = rand_bytes(22, 2 << 20);
+    let more_file = t.dir.path().join("more.bin");
+    fs::write(&more_file, &more).unwrap();
+    let failing = format!("cat '{}'; exit 7", path_str(&more_file));
+    let o = backup_command(&repo, &cache, &[], &["sh", "-c", &failing]);
+    assert_eq!(o.code, 1, "{}", o.all());
+    assert!(
+        o.err.contains("command `sh -c cat") && o.err.contains("exit status: 7"),
+        "{}",
+        o.all()
+    );
+    assert_eq!(snapshots(), 1, "a failed command saved a snapshot");
+    check_passes(&repo, &cache, false, "after the failed command");
+    // What it wrote was stored: the same stream, given whole, adds little.
+    let o = backup_command(&repo, &cache, &[], &["cat", path_str(&more_file)]);
+    assert_eq!(o.code, 0, "{}", o.all());
+    let s = json_lines(&o.out).pop().unwrap();
+    assert!(
+        s["data_added_plain"].as_u64().unwrap() < more.len() as u64 / 20,
+        "the failed run's data was not reused: {s}"
+    );
+    assert_eq!(s["total_bytes_processed"], more.len(), "{s}");
+
+    // A command killed by a signal, one that does not exist, and none.
+    let o = backup_command(&repo, &cache, &[], &["sh", "-c", "echo x; kill -9 $$"]);
+    assert!(o.code == 1 && o.err.contains("signal: 9"), "{}", o.all());
+    let o = backup_command(&repo, &cache, &[], &["/nonexistent/larder-dumper", "--all"]);
+    assert!(
+        o.code == 1
+            && o.err
+                .contains("command `/nonexistent/larder-dumper --all`: "),
+        "{}",
+        o.all()
+    );
+    let mut c = larder(&repo, &cache);
+    c.args(["backup", "--stdin-from-command"]);
+    let o = wait_bounded(crate::faults::spawn(c), "no command");
+    assert_ne!(o.code, 0, "{}", o.all());
+    let mut c = larder(&repo, &cache);
+    c.args(["backup", "--stdin", "--stdin-from-command", "--", "true"]);
+    let o = wait_bounded(crate::faults::spawn(c), "both stream flags");
+    assert!(
+        o.code != 0 && o.err.contains("cannot be used with"),
+        "{}",
+        o.all()
+    );
+    assert_eq!(snapshots(), 2);
+
+    // The command's standard input is /dev/null: `cat` with no file
+    // stores an empty stream, whatever larder's own input holds.
+    let mut c = larder(&repo, &cache);
+    c.args([
+        "backup",
+        "--json",
+        "--stdin-from-command",
+        "--stdin-filename",
+        "empty",
+        "--",
+        "cat",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(b"larder's own input").unwrap();
+    drop(input);
+    let o = wait_bounded(child, "cat reading its standard input");
+    assert_eq!(o.code, 0, "{}", o.all());
+    let target = t.dir.path().join("empty");
+    larder_ok(
+        &repo,
+        &cache,
+        &[
+            "restore",
+            "-q",
+            &snapshot_id_of(&o),
+            "--target",
+            path_str(&target),
+        ],
+    );
+    assert_eq!(fs::read(target.join("empty")).unwrap(), b"");
+    check_passes(&repo, &cache, true, "after the command backups");
 }

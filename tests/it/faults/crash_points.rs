@@ -17,9 +17,9 @@
 
 use super::key_changes::key_names;
 use super::{
-    Out, assert_objects_whole, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
-    larder_run, manifest, objects, restore_cli, shim, snapshot_id_of, snapshot_names, spawn,
-    wait_bounded,
+    Out, assert_objects_whole, assert_same_manifest, cat_of, check_passes, dumps_exactly, fill,
+    larder_cmd, larder_ok, larder_run, manifest, objects, restore_cli, shim, snapshot_id_of,
+    snapshot_names, spawn, wait_bounded,
 };
 use crate::common::init_at;
 use crate::support::{path_str, rand_bytes, write};
@@ -637,5 +637,24 @@ fn a_repair_snapshots_killed_at_each_open_leaves_what_an_unbroken_run_leaves() {
         larder_ok(&repo, &cache, &args);
         assert_eq!(contents(&repo, &cache), want_snaps, "{what}: snapshots");
         restores_exactly(dir, "latest", &src, &want, what);
+    });
+}
+
+/// `backup --stdin-from-command` (a stream of data partly stored, partly
+/// new) killed at each open: `check` passes, and run again it completes
+/// and its stream dumps exactly.
+#[test]
+fn a_command_stream_backup_killed_at_each_open_leaves_a_repository_the_next_completes() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 1);
+    fill(&src.join("new"), 3, 4, 300 << 10);
+    let (command, data) = cat_of(&src);
+    let mut args = vec!["backup", "--json", "--stdin-from-command", "--"];
+    args.extend(command.iter().map(String::as_str));
+    each_point(&state, &args, &[], true, |dir, what| {
+        let (repo, cache) = paths(dir);
+        let o = larder_ok(&repo, &cache, &args);
+        dumps_exactly(&repo, &cache, &snapshot_id_of(&o), "stdin", &data, what);
     });
 }

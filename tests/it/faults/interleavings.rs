@@ -17,8 +17,8 @@ use super::crash_points::{
     restores_exactly, run_held,
 };
 use super::{
-    Out, assert_check_clean, assert_same_manifest, check_passes, fill, larder_cmd, larder_ok,
-    manifest, snapshot_id_of, snapshot_names, spawn, wait_bounded,
+    Out, assert_check_clean, assert_same_manifest, cat_of, check_passes, dumps_exactly, fill,
+    larder_cmd, larder_ok, manifest, snapshot_id_of, snapshot_names, spawn, wait_bounded,
 };
 use crate::support::{pack_names, path_str};
 use std::cell::{Cell, RefCell};
@@ -1141,4 +1141,129 @@ fn opens_beside_a_key_passwd_at_each_open() {
     let o = outcomes.borrow();
     println!("opens beside key passwd (old passphrase?, exit): {o:?}");
     assert!(o.contains(&(true, 0)) && o.contains(&(false, 0)), "{o:?}");
+}
+
+/// Prunes with no grace period, twice; then snapshot `id`'s stream
+/// `name` dumps exactly and `check --read-data` passes.
+fn prunes_keep_stream(dir: &Path, id: &str, name: &str, want: &[u8], what: &str) {
+    let (repo, cache) = paths(dir);
+    for _ in 0..2 {
+        larder_ok(&repo, &cache, &["prune", "--keep-delete", "0s"]);
+    }
+    dumps_exactly(&repo, &cache, id, name, want, what);
+    check_passes(&repo, &cache, true, what);
+}
+
+/// `backup --stdin-from-command` (its stream: data only the oldest
+/// snapshot holds) held at each open beside `forget … --prune`, which
+/// deletes or repacks the packs that data is in: the backup completes and
+/// its stream dumps exactly, before and after more prunes.
+#[test]
+fn a_command_stream_backup_at_each_open_beside_a_prune() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
+    bring_back_old_data(&src);
+    let (command, data) = cat_of(&src.join("r0"));
+    let mut args = vec![
+        "backup",
+        "--json",
+        "--stdin-filename",
+        "r0.cat",
+        "--stdin-from-command",
+        "--",
+    ];
+    args.extend(command.iter().map(String::as_str));
+    let pruned = Cell::new(0);
+    let opens = sweep(
+        &state,
+        &args,
+        |dir, what| {
+            let p = second(dir, FORGET);
+            assert!(p.code == 0 || p.code == 11, "{what}: {}", p.all());
+            pruned.set(pruned.get() + usize::from(p.code == 0));
+        },
+        |dir, b, what| {
+            let id = snapshot_id_of(b);
+            let (repo, cache) = paths(dir);
+            dumps_exactly(&repo, &cache, &id, "r0.cat", &data, what);
+            prunes_keep_stream(dir, &id, "r0.cat", &data, what);
+        },
+    );
+    println!(
+        "a stream backup with {opens} opens: pruned beside it at {} points",
+        pruned.get()
+    );
+    assert!(
+        pruned.get() > 0,
+        "no prune ran beside the held stream backup"
+    );
+}
+
+/// `repair index` (an exclusive lock) held at each open beside `backup
+/// --stdin-from-command`: where the repair holds its lock the backup is
+/// refused (exit 11) without starting its command; elsewhere it runs its
+/// command once and its stream dumps exactly, before and after prunes.
+/// Both happen across the points.
+#[test]
+fn a_repair_index_at_each_open_beside_a_command_stream_backup() {
+    let Prepared {
+        base: _base,
+        src,
+        state,
+        ..
+    } = prepared(3);
+    bring_back_old_data(&src);
+    let (command, data) = cat_of(&src.join("r0"));
+    // The command notes each start in the working directory (the state's
+    // copy), then writes the stream.
+    let script = format!("echo started >> started; {}", command.join(" "));
+    let args = [
+        "backup",
+        "--json",
+        "--stdin-filename",
+        "r0.cat",
+        "--stdin-from-command",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let id = RefCell::new(None);
+    let (refused, ran) = (Cell::new(0), Cell::new(0));
+    sweep(
+        &state,
+        &["repair", "index"],
+        |dir, what| {
+            let b = second(dir, &args);
+            let started = fs::read_to_string(dir.join("started")).unwrap_or_default();
+            match b.code {
+                11 => {
+                    assert_eq!(started, "", "{what}: a refused backup ran its command");
+                    refused.set(refused.get() + 1);
+                    *id.borrow_mut() = None;
+                }
+                0 => {
+                    assert_eq!(started, "started\n", "{what}: the command ran not once");
+                    ran.set(ran.get() + 1);
+                    *id.borrow_mut() = Some(snapshot_id_of(&b));
+                }
+                _ => panic!("{what}: beside: {}", b.all()),
+            }
+        },
+        |dir, _, what| {
+            if let Some(id) = id.borrow().as_deref() {
+                prunes_keep_stream(dir, id, "r0.cat", &data, what);
+            }
+        },
+    );
+    println!(
+        "stream backups beside a held repair index: {} ran, {} refused",
+        ran.get(),
+        refused.get()
+    );
+    assert!(ran.get() > 0 && refused.get() > 0, "not both outcomes");
 }

@@ -182,6 +182,52 @@ pub fn snapshot_id_of(o: &Out) -> String {
         .to_string()
 }
 
+/// A stream for `backup --stdin-from-command`: `cat` of the files below
+/// `dir` (sorted), with what it writes.
+pub fn cat_of(dir: &Path) -> (Vec<String>, Vec<u8>) {
+    let mut files: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "nothing to cat below {}", dir.display());
+    let mut data = Vec::new();
+    for f in &files {
+        data.extend(fs::read(f).unwrap());
+    }
+    let mut argv = vec!["cat".to_string()];
+    argv.extend(files.iter().map(|f| path_str(f).to_string()));
+    (argv, data)
+}
+
+/// `larder dump SNAPSHOT /NAME` gives exactly `want` (a stream that
+/// `backup --stdin` or `--stdin-from-command` stored).
+pub fn dumps_exactly(
+    repo: &Path,
+    cache: &Path,
+    snapshot: &str,
+    name: &str,
+    want: &[u8],
+    what: &str,
+) {
+    let mut c = larder_cmd(repo, cache, &["dump", snapshot, &format!("/{name}")]);
+    c.stdin(Stdio::null()).stderr(Stdio::piped());
+    let o = c.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{what}: dump: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.stdout == want,
+        "{what}: the stream {name} dumps {} bytes, not the {} stored",
+        o.stdout.len(),
+        want.len()
+    );
+}
+
 /// Runs `check` (with `--read-data` if asked): it must exit 0 and report no
 /// problem (notices are allowed). Returns what it printed.
 pub fn check_passes(repo: &Path, cache: &Path, read_data: bool, when: &str) -> Out {
