@@ -10,7 +10,7 @@
 //! above the CLI, which only builds a [`RepoSteps`] and hands it to the
 //! run cycle or the daemon.
 
-use crate::archiver::{self, BackupOptions};
+use crate::archiver::{self, BackupOptions, Stream};
 use crate::backend::{self, Backend, LocalBackend, Location, RemoteOptions};
 use crate::check::rotation::DataSubset;
 use crate::check::{self, CheckOptions};
@@ -27,6 +27,7 @@ use crate::schedule::steps::{StepFailure, StepReport, StepResult, Steps};
 use crate::schedule::values::CheckSubset;
 use crate::snapshot::Filter;
 use age::secrecy::SecretString;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -193,14 +194,19 @@ pub fn policy(r: &Retention) -> Result<Policy> {
 }
 
 /// The snapshots a profile's retention applies to: its host's (the
-/// profile's `host`, else this machine's) with its paths and tags, so two
-/// profiles sharing a repository never forget each other's snapshots.
+/// profile's `host`, else this machine's) with its paths (a stream
+/// profile's: `/NAME`) and tags, so two profiles sharing a repository
+/// never forget each other's snapshots.
 fn own_snapshots(profile: &Profile) -> Result<Filter> {
-    let paths = profile
-        .paths
-        .iter()
-        .map(|p| crate::localfs::absolute(p).map(|a| a.to_string_lossy().into_owned()))
-        .collect::<Result<Vec<_>>>()?;
+    let paths = if profile.backup.stdin_from_command.is_empty() {
+        profile
+            .paths
+            .iter()
+            .map(|p| crate::localfs::absolute(p).map(|a| a.to_string_lossy().into_owned()))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        vec![format!("/{}", profile.backup.stream_name())]
+    };
     Ok(Filter {
         hosts: vec![
             profile
@@ -229,7 +235,14 @@ impl Steps for RepoSteps {
     fn backup(&mut self, profile: &Profile) -> StepResult {
         let opts = backup_options(profile)?;
         let repo = self.repo(profile)?;
-        let res = archiver::backup(repo, &opts, &NoProgress)?;
+        let command = &profile.backup.stdin_from_command;
+        let res = if command.is_empty() {
+            archiver::backup(repo, &opts, &NoProgress)?
+        } else {
+            let argv: Vec<OsString> = command.iter().map(OsString::from).collect();
+            let name = profile.backup.stream_name();
+            archiver::backup_stream(repo, Stream::Command(&argv), name, &opts, &NoProgress)?
+        };
         let s = &res.summary;
         let id = res.snapshot_id.map(|i| i.to_hex()).unwrap_or_default();
         if !res.warnings.is_empty() {

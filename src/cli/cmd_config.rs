@@ -57,8 +57,16 @@ fn print_view(v: &ProfileView) {
     let p = v.profile;
     println!("[profile.{}]", safe(&p.name));
     println!("  repository: {}", safe(&p.repository));
-    let paths: Vec<String> = p.paths.iter().map(|x| x.display().to_string()).collect();
-    println!("  paths: {}", safe(&paths.join(", ")));
+    if p.backup.stdin_from_command.is_empty() {
+        let paths: Vec<String> = p.paths.iter().map(|x| x.display().to_string()).collect();
+        println!("  paths: {}", safe(&paths.join(", ")));
+    } else {
+        println!(
+            "  stdin-from-command: {} (stored as /{})",
+            safe(&p.backup.stdin_from_command.join(" ")),
+            safe(p.backup.stream_name())
+        );
+    }
     match (&p.schedule, v.next_due) {
         (Some(s), Some(next)) => println!("  schedule: {} (next due {next})", safe(s.as_str())),
         (Some(s), None) => println!("  schedule: {}", safe(s.as_str())),

@@ -71,6 +71,7 @@ impl<'a> Builder<'a> {
             })
             .unwrap_or_default();
         let backup = self.backup(r);
+        self.backup_source(r);
         let schedule = self.conv(&r.schedule, |s| Schedule::parse(s));
         let prune = self.conv(&r.prune, |s| Schedule::parse(s));
         let check = self.conv(&r.check, |s| Schedule::parse(s));
@@ -206,6 +207,42 @@ impl<'a> Builder<'a> {
             one_file_system: val(&r.one_file_system).unwrap_or(false),
             tags: val(&r.tags).unwrap_or_default(),
             host: val(&r.host),
+            stdin_from_command: self
+                .conv(&r.stdin_from_command, |v| {
+                    if v.is_empty() || v[0].is_empty() {
+                        Err("stdin-from-command: give the command and its arguments, as [\"pg_dump\", \"mydb\"]".into())
+                    } else {
+                        Ok(v.clone())
+                    }
+                })
+                .unwrap_or_default(),
+            stdin_filename: self.conv(&r.stdin_filename, |s| {
+                if crate::tree::is_safe_name(s.as_bytes()) {
+                    Ok(s.clone())
+                } else {
+                    Err(format!(
+                        "stdin-filename {s:?}: give a file name, without `/`, not `.` or `..`"
+                    ))
+                }
+            }),
+        }
+    }
+
+    /// A profile backs up paths or a command's output, not both; a
+    /// stream's name needs a stream.
+    fn backup_source(&mut self, r: &RawProfile) {
+        let command = r.stdin_from_command.as_ref().map(|v| v.span().start);
+        if let (Some(pos), Some(_)) = (command, &r.paths) {
+            self.fail(
+                pos,
+                "both paths and stdin-from-command are set (one may come from `inherit`); keep one",
+            );
+        }
+        if let (None, Some(name)) = (command, &r.stdin_filename) {
+            self.fail(
+                name.span().start,
+                "stdin-filename names what stdin-from-command stores: set that too",
+            );
         }
     }
 

@@ -343,3 +343,60 @@ exclude-larger-than = "100M"
         "{e}"
     );
 }
+
+#[test]
+fn a_stream_profile_takes_a_command_in_place_of_paths() {
+    let text = r#"
+[profile.db]
+repository = "/srv/r"
+password-file = "pass"
+stdin-from-command = ["pg_dump", "--format=custom", "mydb"]
+stdin-filename = "mydb.dump"
+"#;
+    let c = parse(text).unwrap();
+    let p = c.profile("db").unwrap();
+    assert!(p.paths.is_empty());
+    assert_eq!(
+        p.backup.stdin_from_command,
+        ["pg_dump", "--format=custom", "mydb"]
+    );
+    assert_eq!(p.backup.stream_name(), "mydb.dump");
+    let unnamed = text.replace("stdin-filename = \"mydb.dump\"\n", "");
+    let c = parse(&unnamed).unwrap();
+    assert_eq!(c.profile("db").unwrap().backup.stream_name(), "stdin");
+
+    // Paths and a command in one profile, even through `inherit`.
+    let both = text.replace("[profile.db]\n", "[profile.db]\npaths = [\"/home\"]\n");
+    let e = err(&both);
+    assert!(
+        e.contains("larder.toml:6:") && e.contains("both paths and stdin-from-command"),
+        "{e}"
+    );
+    let inherited = format!(
+        "[profile.files]\nrepository = \"/srv/r\"\npassword-file = \"pass\"\npaths = [\"/h\"]\n{}",
+        text.replace("[profile.db]\n", "[profile.db]\ninherit = \"files\"\n")
+    );
+    assert!(err(&inherited).contains("both paths and stdin-from-command"));
+    // A name without a command; a name that is not one file's; no command.
+    let e = err(&text.replace(
+        "stdin-from-command = [\"pg_dump\", \"--format=custom\", \"mydb\"]\n",
+        "paths = [\"/h\"]\n",
+    ));
+    assert!(
+        e.contains("larder.toml:6:")
+            && e.contains("stdin-filename names what stdin-from-command stores"),
+        "{e}"
+    );
+    for bad in ["../x", "a/b", ".."] {
+        let e = err(&text.replace("mydb.dump", bad));
+        assert!(
+            e.contains("larder.toml:6:") && e.contains("give a file name"),
+            "{bad}: {e}"
+        );
+    }
+    let e = err(&text.replace("[\"pg_dump\", \"--format=custom\", \"mydb\"]", "[]"));
+    assert!(
+        e.contains("larder.toml:5:") && e.contains("give the command"),
+        "{e}"
+    );
+}

@@ -124,7 +124,7 @@ pub fn run_profile(
             return Ok(RunOutcome::NotDue { next_due });
         }
     }
-    if profile.paths.is_empty() {
+    if profile.paths.is_empty() && profile.backup.stdin_from_command.is_empty() {
         return Err(profile.error_at("paths", "no paths to back up"));
     }
     Ok(RunOutcome::Ran(run_cycle(ctx, profile, steps)?))

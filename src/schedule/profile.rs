@@ -27,7 +27,8 @@ pub struct Profile {
     /// Where the repository's secret comes from (never the secret itself).
     pub credential: Credential,
     /// What to back up (absolute paths; may be empty for a profile that
-    /// only serves as a parent).
+    /// only serves as a parent, or one that backs up a command's output:
+    /// `backup.stdin-from-command`).
     pub paths: Vec<PathBuf>,
     pub backup: BackupOptions,
     pub schedule: Option<Schedule>,
@@ -74,6 +75,21 @@ pub struct BackupOptions {
     pub one_file_system: bool,
     pub tags: Vec<String>,
     pub host: Option<String>,
+    /// A command (program, then arguments) whose output is backed up as
+    /// one file instead of paths, as `backup --stdin-from-command`.
+    pub stdin_from_command: Vec<String>,
+    /// The name that file gets (`stdin` when unset).
+    pub stdin_filename: Option<String>,
+}
+
+impl BackupOptions {
+    /// The name a stream profile's file gets, and so its snapshots' one
+    /// path (`/NAME`).
+    pub fn stream_name(&self) -> &str {
+        self.stdin_filename
+            .as_deref()
+            .unwrap_or(crate::archiver::STDIN_NAME)
+    }
 }
 
 /// The retention policy as written (`forget`'s flags); the retention module

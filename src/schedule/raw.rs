@@ -67,6 +67,8 @@ raw_profile! {
     one_file_system: bool => "one-file-system",
     tags: Vec<String> => "tags",
     host: String => "host",
+    stdin_from_command: Vec<String> => "stdin-from-command",
+    stdin_filename: String => "stdin-filename",
     schedule: String => "schedule",
     keep_last: i64 => "keep-last",
     keep_hourly: i64 => "keep-hourly",

@@ -4,7 +4,9 @@
 //! a time, SIGTERM and kill -9 in the middle of a backup, `larder daemon`
 //! (runs when due, catches up, stops cleanly), and `schedule install |
 //! remove` for systemd (checked by `systemd-analyze verify`) and for a
-//! crontab (a fake `crontab` program keeps the table in a file).
+//! crontab (a fake `crontab` program keeps the table in a file); a
+//! profile that backs up a command's output (`stdin-from-command`) beside
+//! a profile of paths, failing, and killed mid-stream.
 //!
 //! Every command runs with TZ=UTC and the state and cache directories
 //! inside the backed-up tree, so each backup also shows that larder's own
@@ -1197,4 +1199,155 @@ fn real_cron_runs_an_installed_profile_and_remove_restores_the_crontab() {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(root_crontab().as_deref(), Some(mine));
     drop(guard);
+}
+
+/// A text "dump" of about 1 MiB, different for each `seed`.
+fn sql_dump(seed: u64) -> String {
+    let hex: String = rand_bytes(seed, 16_000)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    hex.as_bytes()
+        .chunks(64)
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "INSERT INTO t VALUES ({i}, '{}');\n",
+                String::from_utf8_lossy(c)
+            )
+        })
+        .collect::<String>()
+        .repeat(30)
+}
+
+/// A profile of paths and one of a command's output in one repository:
+/// the stream profile stores the output as `/db.sql`, and each profile's
+/// retention keeps its own snapshots only. A command that fails fails the
+/// run (exit 1, no snapshot, `status` names the command). A stream run
+/// held mid-stream while the other profile runs to its end, then killed
+/// with SIGKILL: the other run succeeds, `check` passes, and the next
+/// stream run completes and dumps exactly.
+#[test]
+fn a_stream_profile_stores_a_commands_output_beside_a_profile_of_paths() {
+    let b = Bed::new();
+    let dump = b.path("dump.sql");
+    let (fail, hold, waiting, go) = (
+        b.path("fail"),
+        b.path("hold"),
+        b.path("waiting"),
+        b.path("go"),
+    );
+    let q = |p: &Path| format!("'{}'", p.display());
+    let daily = far_daily();
+    let script = format!(
+        "cat {d}; if [ -e {f} ]; then exit 5; fi; \
+         if [ -e {h} ]; then touch {w}; while [ ! -e {g} ]; do sleep 0.05; done; cat {d}; fi",
+        d = q(&dump),
+        f = q(&fail),
+        h = q(&hold),
+        w = q(&waiting),
+        g = q(&go)
+    );
+    let db = format!(
+        "[profile.db]\nrepository = {:?}\npassword-file = {:?}\nretries = 0\nkeep-last = 2\n\
+         schedule = {daily:?}\n\
+         stdin-from-command = [\"sh\", \"-c\", {script:?}]\nstdin-filename = \"db.sql\"\n",
+        b.repo.display().to_string(),
+        b.pass.display().to_string(),
+    );
+    b.configure(&[b.profile("home", "keep-last = 1\n"), db]);
+    let (code, out, err) = b.larder(&["config", "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("stdin-from-command: sh -c cat") && out.contains("(stored as /db.sql)"),
+        "{out}"
+    );
+
+    let dumped = |id: &str| {
+        let (code, out, err) = b.repo_cli(&["dump", id, "/db.sql"]);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let by_paths = || {
+        let (code, out, err) = b.repo_cli(&["snapshots", "--json"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let mut m: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for s in v.as_array().unwrap() {
+            m.entry(s["paths"][0].as_str().unwrap().to_string())
+                .or_default()
+                .push(s["id"].as_str().unwrap().to_string());
+        }
+        m
+    };
+    b.run_profile("home", 0);
+    let mut last = String::new();
+    for seed in 1..=3 {
+        let text = sql_dump(seed);
+        std::fs::write(&dump, &text).unwrap();
+        let s = b.run_profile("db", 0);
+        assert_eq!(
+            steps(&s),
+            pairs(&[
+                ("backup", "ok"),
+                ("forget", "ok"),
+                ("prune", "skipped"),
+                ("check", "skipped")
+            ])
+        );
+        last = s["snapshot_id"].as_str().unwrap().to_string();
+        assert!(dumped(&last) == text, "run {seed}: the dump differs");
+    }
+    let home = b.home.display().to_string();
+    let m = by_paths();
+    assert_eq!(
+        m["/db.sql"].len(),
+        2,
+        "keep-last = 2 of the stream's: {m:?}"
+    );
+    assert!(m["/db.sql"].contains(&last));
+    assert_eq!(
+        m[&home].len(),
+        1,
+        "the stream's retention left the home snapshot: {m:?}"
+    );
+
+    // A failing command: the run fails and saves nothing.
+    write(&fail, b"");
+    let s = b.run_profile("db", 1);
+    assert_eq!(s["result"], "failed");
+    assert_eq!(by_paths()["/db.sql"].len(), 2);
+    let (_, st) = b.status();
+    let reason = st["db"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(
+        st["db"]["word"] == "failing"
+            && reason.contains("command `sh -c")
+            && reason.contains("exit status: 5"),
+        "{st}"
+    );
+    std::fs::remove_file(&fail).unwrap();
+
+    // Held mid-stream beside a run of the other profile, then killed.
+    write(&hold, b"");
+    let mut child = b.spawn(&["--json", "run", "db"]);
+    wait_for(&waiting, &mut child);
+    write(&b.home.join("notes.txt"), b"changed beside the stream");
+    let s = b.run_profile("home", 0);
+    assert_eq!(s["result"], "ok", "{s}");
+    child.kill().unwrap();
+    write(&go, b"");
+    let o = wait_bounded(child, "the killed stream run");
+    assert_ne!(o.code, 0, "{}", o.all());
+    let (code, out, err) = b.repo_cli(&["check"]);
+    assert_eq!(code, 0, "after the kill: {out}{err}");
+    let s = b.run_profile("db", 0);
+    let id = s["snapshot_id"].as_str().unwrap();
+    let text = std::fs::read_to_string(&dump).unwrap();
+    assert!(
+        dumped(id) == text.repeat(2),
+        "the stream after the kill differs"
+    );
+    let (code, out, err) = b.repo_cli(&["check", "--read-data"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(by_paths()[&home].len(), 1);
 }
