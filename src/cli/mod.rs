@@ -20,6 +20,7 @@ mod cmd_ls;
 #[cfg(feature = "mount")]
 mod cmd_mount;
 mod cmd_prune;
+mod cmd_recover;
 mod cmd_repair;
 mod cmd_restore;
 mod cmd_rewrite;
@@ -71,6 +72,7 @@ enum Command {
     Find(cmd_find::Args),
     Cat(cmd_cat::Args),
     Prune(cmd_prune::Args),
+    Recover(cmd_recover::Args),
     Tag(cmd_tag::Args),
     Rewrite(cmd_rewrite::Args),
     Unlock(cmd_unlock::Args),
@@ -131,6 +133,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Find(a) => cmd_find::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),
         Command::Prune(a) => cmd_prune::run(g, a),
+        Command::Recover(a) => cmd_recover::run(g, a),
         Command::Tag(a) => cmd_tag::run(g, a),
         Command::Rewrite(a) => cmd_rewrite::run(g, a),
         Command::Unlock(a) => cmd_unlock::run(g, a),

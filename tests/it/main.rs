@@ -20,6 +20,7 @@ mod locks;
 mod mount;
 mod progress;
 mod prune;
+mod recover;
 mod remote;
 mod remote_sftp;
 mod repair_snapshots;

@@ -14,7 +14,7 @@
 
 use super::crash_points::{
     Ended, FORGET, backed_up, copy_state, hold_below, into_copy_source, paths, points,
-    restores_exactly, run_held,
+    recovery_tree, restores_exactly, run_held, with_forgotten,
 };
 use super::{
     Out, assert_check_clean, assert_same_manifest, cat_of, check_passes, dumps_exactly, fill,
@@ -1262,6 +1262,57 @@ fn a_repair_index_at_each_open_beside_a_command_stream_backup() {
     );
     println!(
         "stream backups beside a held repair index: {} ran, {} refused",
+        ran.get(),
+        refused.get()
+    );
+    assert!(ran.get() > 0 && refused.get() > 0, "not both outcomes");
+}
+
+/// `recover` held at each open beside a backup: the backup completes (its
+/// snapshot restores exactly) or, while `recover` holds its exclusive
+/// lock, is refused (exit 11); `recover` saves the very tree it saves
+/// alone, of the forgotten snapshots' trees only, never the backup's.
+#[test]
+fn a_recover_at_each_open_beside_a_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, lost) = with_forgotten(base.path(), &src);
+    let alone = base.path().join("alone");
+    copy_state(&state, &alone);
+    let (repo, cache) = paths(&alone);
+    crate::recover::recover_json(&repo, &cache, &[]);
+    let want_tree = recovery_tree(&alone, "recover alone");
+    let want = bring_back_old_data(&src);
+    let backup_id = RefCell::new(None);
+    let (ran, refused) = (Cell::new(0), Cell::new(0));
+    sweep(
+        &state,
+        &["recover", "--json"],
+        |dir, what| {
+            let b = second(dir, &["backup", "--json", path_str(&src)]);
+            match b.code {
+                0 => {
+                    ran.set(ran.get() + 1);
+                    *backup_id.borrow_mut() = Some(snapshot_id_of(&b));
+                }
+                11 => {
+                    refused.set(refused.get() + 1);
+                    *backup_id.borrow_mut() = None;
+                }
+                _ => panic!("{what}: beside: {}", b.all()),
+            }
+        },
+        |dir, r, what| {
+            let report = crate::support::json_lines(&r.out).pop().unwrap();
+            assert_eq!(report["lost"], serde_json::json!(lost), "{what}: {report}");
+            assert_eq!(recovery_tree(dir, what), want_tree, "{what}");
+            if let Some(id) = backup_id.borrow().as_deref() {
+                restores_exactly(dir, id, &src, &want, what);
+            }
+        },
+    );
+    println!(
+        "backups beside a held recover: {} ran, {} refused",
         ran.get(),
         refused.get()
     );
