@@ -43,6 +43,7 @@ pub mod id;
 pub mod index;
 pub mod interrupt;
 pub mod keys;
+pub mod list;
 pub mod localfs;
 pub mod lock;
 pub mod maintenance;

@@ -16,6 +16,7 @@ mod cmd_find;
 mod cmd_forget;
 mod cmd_init;
 mod cmd_key;
+mod cmd_list;
 mod cmd_ls;
 #[cfg(feature = "mount")]
 mod cmd_mount;
@@ -71,6 +72,7 @@ enum Command {
     Ls(cmd_ls::Args),
     Find(cmd_find::Args),
     Cat(cmd_cat::Args),
+    List(cmd_list::Args),
     Prune(cmd_prune::Args),
     Recover(cmd_recover::Args),
     Tag(cmd_tag::Args),
@@ -132,6 +134,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Ls(a) => cmd_ls::run(g, a),
         Command::Find(a) => cmd_find::run(g, a),
         Command::Cat(a) => cmd_cat::run(g, a),
+        Command::List(a) => cmd_list::run(g, a),
         Command::Prune(a) => cmd_prune::run(g, a),
         Command::Recover(a) => cmd_recover::run(g, a),
         Command::Tag(a) => cmd_tag::run(g, a),

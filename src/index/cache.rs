@@ -925,6 +925,26 @@ impl Index {
             .map_err(|e| self.err(e))
     }
 
+    /// Calls `f` with each indexed blob's type and id, once per blob
+    /// (copies in several packs count once), in id order; rows stream from
+    /// SQLite, so memory stays flat however many blobs there are.
+    pub fn for_each_blob(&mut self, mut f: impl FnMut(BlobType, Id) -> Result<()>) -> Result<()> {
+        self.materialize()?;
+        let mut st = self
+            .conn
+            .prepare("SELECT DISTINCT id, type FROM blobs ORDER BY id, type")
+            .map_err(|e| self.err(e))?;
+        let mut rows = st.query([]).map_err(|e| self.err(e))?;
+        while let Some(r) = rows.next().map_err(|e| Error::sqlite(&self.path, e))? {
+            let id: [u8; 32] = r.get(0).map_err(|e| Error::sqlite(&self.path, e))?;
+            let ty: u8 = r.get(1).map_err(|e| Error::sqlite(&self.path, e))?;
+            let ty = BlobType::from_u8(ty)
+                .ok_or_else(|| Error::corrupt(self.path.display(), "unknown blob type in cache"))?;
+            f(ty, Id(id))?;
+        }
+        Ok(())
+    }
+
     /// Every indexed pack with its recorded size.
     pub fn packs(&self) -> Result<Vec<(Id, u64)>> {
         let mut st = self

@@ -16,6 +16,7 @@ mod hostile;
 mod incremental;
 mod index_bulk;
 mod json_docs;
+mod list;
 mod locks;
 mod mount;
 mod progress;
