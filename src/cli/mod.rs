@@ -4,6 +4,7 @@
 //! terminal output ([`output`], [`progress`]). No backup logic lives here.
 
 mod cmd_backup;
+mod cmd_cache;
 mod cmd_cat;
 mod cmd_check;
 mod cmd_completion;
@@ -78,6 +79,7 @@ enum Command {
     Tag(cmd_tag::Args),
     Rewrite(cmd_rewrite::Args),
     Unlock(cmd_unlock::Args),
+    Cache(cmd_cache::Args),
     /// Validate the scheduled-backup profiles.
     Config(cmd_config::Args),
     Run(cmd_run::Args),
@@ -140,6 +142,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Tag(a) => cmd_tag::run(g, a),
         Command::Rewrite(a) => cmd_rewrite::run(g, a),
         Command::Unlock(a) => cmd_unlock::run(g, a),
+        Command::Cache(a) => cmd_cache::run(g, a),
         Command::Config(a) => cmd_config::run(g, a),
         Command::Run(a) => cmd_run::run(g, a),
         Command::Schedule(a) => cmd_schedule::run(g, a),

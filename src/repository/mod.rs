@@ -4,6 +4,7 @@
 //! Write order gives crash safety: packs first, then the index segment that
 //! lists them, then (in the archiver) the snapshot that refers to them.
 
+pub mod cache_dirs;
 mod config;
 mod dicts;
 mod repair;
@@ -56,6 +57,8 @@ pub struct Repository {
     /// of keeping them (see [`Repository::tell_index_problems`]).
     index_problems_to: Mutex<Option<fn(&str)>>,
     cache_dir: PathBuf,
+    /// The cache directory's in-use lock ([`cache_dirs`]).
+    _cache_in_use: cache_dirs::InUse,
     /// Whether commands that only read take a shared lock (see
     /// [`Repository::lock_for_reading`]).
     lock_readers: AtomicBool,
@@ -214,6 +217,8 @@ impl Repository {
         // The cache root carries larder's CACHEDIR.TAG, so no backup stores it.
         crate::host::prepare_state_dir(cache_dir)?;
         let dir = cache_dir.join(config.id.to_hex());
+        // Held while the repository is open: `cache --cleanup` leaves it.
+        let cache_in_use = cache_dirs::use_dir(&dir)?;
         let index = Index::open(&dir.join("index.sqlite"))?;
         // Remote backends (those with connections) keep trees locally.
         let tree_cache = backend
@@ -231,6 +236,7 @@ impl Repository {
             index_problems_to: Mutex::new(None),
             tree_cache,
             cache_dir: dir,
+            _cache_in_use: cache_in_use,
             lock_readers: AtomicBool::new(true),
             read_lock: Mutex::new(std::sync::Weak::new()),
             lock_retry: Mutex::new((std::time::Duration::ZERO, None)),

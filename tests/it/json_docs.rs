@@ -85,7 +85,7 @@ fn some_blob(t: &TestRepo) -> String {
 
 /// The repository-level commands: init, backup, snapshots, ls, diff (two
 /// snapshots and a live tree), find, dump, stats, check, tag, rewrite,
-/// forget, prune, restore, key, unlock, recover, repair, manpage.
+/// forget, prune, restore, key, unlock, cache, recover, repair, manpage.
 fn repository_commands(seen: &mut Seen, t: &TestRepo, src: &Path, work: &Path) {
     let srcs = path_str(src);
     let init = json_cli(seen, t, &["init"], 0);
@@ -167,6 +167,9 @@ fn repository_commands(seen: &mut Seen, t: &TestRepo, src: &Path, work: &Path) {
         0,
     );
     json_cli(seen, t, &["unlock"], 0);
+    let caches = json_cli(seen, t, &["cache"], 0);
+    assert_eq!(caches[0].as_array().map(Vec::len), Some(1), "{caches:?}");
+    json_cli(seen, t, &["cache", "--cleanup", "--max-age", "100000"], 0);
     let rec = json_cli(seen, t, &["recover", "--dry-run"], 0);
     assert!(rec[0]["lost"].is_array(), "{rec:?}");
     json_cli(seen, t, &["repair", "index"], 0);

@@ -1,6 +1,7 @@
 //! Integration tests, one binary: each module covers one capability.
 
 mod bench_table;
+mod cache_cmd;
 mod check_rotation;
 mod common;
 mod compression;

@@ -717,3 +717,59 @@ fn a_recover_killed_at_each_open_leaves_what_an_unbroken_run_leaves() {
         assert_eq!(more["lost"], serde_json::json!([]), "{what}: {more}");
     });
 }
+
+/// `cache --cleanup` (an old cache to remove, and a killed cleanup's
+/// leftover) killed at each open in the cache root: every command then
+/// uses the cache (a backup restores exactly), the next cleanup leaves no
+/// leftover, and `check` passes.
+#[test]
+fn a_cache_cleanup_killed_at_each_open_leaves_a_cache_every_command_uses() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, _) = backed_up(base.path(), &src, 1);
+    let (_, cache) = paths(&state);
+    let dirs: Vec<PathBuf> = fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().len() == 64)
+        .collect();
+    assert_eq!(dirs.len(), 1);
+    crate::cache_cmd::age_cache(&dirs[0], 40);
+    write(&cache.join(".remove-left/a/b"), b"left by a killed cleanup");
+    fill(&src.join("after"), 9, 2, 40 << 10);
+    let want = manifest(&src);
+    // Relative, so that the hold (paths as the process gives them) sees
+    // the opens below the cache root.
+    let args = ["cache", "--cleanup", "--cache-dir", "cache"];
+    let scratch = tempfile::tempdir().unwrap();
+    let count = scratch.path().join("count");
+    copy_state(&state, &count);
+    let (ended, opens) = run_held(&count, "cache", &args, &[], None, scratch.path());
+    assert!(matches!(ended, Ended::Finished(ref o) if o.code == 0));
+    assert!(opens > 0, "the cleanup opened nothing below the cache root");
+    for n in points(opens) {
+        let dir = scratch.path().join(format!("at-{n}"));
+        copy_state(&state, &dir);
+        let what = format!("cache --cleanup killed after open {} of {opens}", n + 1);
+        run_held(&dir, "cache", &args, &[], Some(n), scratch.path());
+        let (repo, cache) = paths(&dir);
+        let o = larder_ok(&repo, &cache, &["backup", "--json", path_str(&src)]);
+        restores_exactly(&dir, &snapshot_id_of(&o), &src, &want, &what);
+        let o = larder_ok(
+            &repo,
+            &cache,
+            &["cache", "--cleanup", "--max-age", "0", "--json"],
+        );
+        let r: serde_json::Value = serde_json::from_str(&o.out).unwrap();
+        assert_eq!(r["in_use"], serde_json::json!([]), "{what}: {r}");
+        let left: Vec<_> = fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".remove-") || n.len() == 64)
+            .collect();
+        assert!(left.is_empty(), "{what}: left in the cache root: {left:?}");
+        check_passes(&repo, &cache, false, &what);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+    println!("cache --cleanup: {opens} opens below the cache root");
+}

@@ -19,7 +19,7 @@ mod key_changes;
 mod kill_loop;
 mod readers;
 mod retry_lock;
-mod shim;
+pub(crate) mod shim;
 mod split;
 
 use crate::common::{self, TestRepo};
