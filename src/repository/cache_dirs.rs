@@ -4,8 +4,8 @@
 //!
 //! A process that opens a repository holds a shared `flock` on the
 //! directory's `.in-use` file for as long as the repository is open, and
-//! sets that file's time to now: its time is when the cache was last
-//! used. `cleanup` removes a directory unused for longer than a given age
+//! sets that file's times to now (as a writer may, not only its owner):
+//! its time is when the cache was last used. `cleanup` removes a directory unused for longer than a given age
 //! only under an exclusive lock on that file, which it cannot take while
 //! any process uses the cache: it renames the directory to a `.remove-*`
 //! name while it holds the lock, then deletes it. An opener that waited
@@ -46,12 +46,7 @@ pub fn use_dir(dir: &Path) -> Result<InUse> {
     for _ in 0..OPEN_ATTEMPTS {
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let path = dir.join(IN_USE);
-        let file = match OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-        {
+        let file = match open_in_use(&path) {
             Ok(f) => f,
             // Removed between the two steps: start again.
             Err(e) if e.kind() == ErrorKind::NotFound => continue,
@@ -61,16 +56,14 @@ pub fn use_dir(dir: &Path) -> Result<InUse> {
         // cache is in use: go on without the lock (a cleanup there
         // cannot lock either, so it removes nothing).
         if file.lock_shared().is_err() {
-            file.set_modified(SystemTime::now())
-                .map_err(|e| Error::io(&path, e))?;
+            touch(&file);
             return Ok(InUse { _file: file });
         }
         // A cleanup may have renamed the directory away while this waited.
         let locked = file.metadata().map_err(|e| Error::io(&path, e))?;
         match fs::metadata(&path) {
             Ok(now) if now.dev() == locked.dev() && now.ino() == locked.ino() => {
-                file.set_modified(SystemTime::now())
-                    .map_err(|e| Error::io(&path, e))?;
+                touch(&file);
                 return Ok(InUse { _file: file });
             }
             Ok(_) => continue,
@@ -82,6 +75,29 @@ pub fn use_dir(dir: &Path) -> Result<InUse> {
         "cache {}: removed {OPEN_ATTEMPTS} times while opening it (is a `larder cache --cleanup` looping?)",
         dir.display()
     )))
+}
+
+/// Opens (creating) an `.in-use` file: for writing, or only for reading
+/// where this user may not write it (a cache shared with another user);
+/// a lock needs neither.
+fn open_in_use(path: &Path) -> std::io::Result<File> {
+    match OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+    {
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => File::open(path),
+        r => r,
+    }
+}
+
+/// Sets a file's times to now, as any user who may write it can (an
+/// explicit time needs its owner). Only the listing's "last used" depends
+/// on it, so a failure is ignored.
+fn touch(file: &File) {
+    let now = nix::sys::time::TimeSpec::UTIME_NOW;
+    let _ = nix::sys::stat::futimens(file, &now, &now);
 }
 
 /// One repository's cache directory.
@@ -194,12 +210,7 @@ pub fn cleanup(root: &Path, max_age: Duration) -> Result<Cleanup> {
 /// was removed.
 fn remove_unused(root: &Path, dir: &Path) -> Result<bool> {
     let path = dir.join(IN_USE);
-    let file = match OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-    {
+    let file = match open_in_use(&path) {
         Ok(f) => f,
         // Gone meanwhile (another cleanup): nothing to do.
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(true),
