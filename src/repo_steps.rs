@@ -165,6 +165,7 @@ pub fn backup_options(profile: &Profile) -> Result<BackupOptions> {
         one_file_system: b.one_file_system,
         tags: b.tags.clone(),
         host: b.host.clone(),
+        skip_if_unchanged: b.skip_if_unchanged,
         ..BackupOptions::default()
     })
 }
@@ -244,6 +245,12 @@ impl Steps for RepoSteps {
             archiver::backup_stream(repo, Stream::Command(&argv), name, &opts, &NoProgress)?
         };
         let s = &res.summary;
+        if res.skipped {
+            let parent = res.parent.map(|p| p.short()).unwrap_or_default();
+            return Ok(StepReport::message(format!(
+                "nothing changed since snapshot {parent}: no snapshot saved (skip-if-unchanged)"
+            )));
+        }
         let id = res.snapshot_id.map(|i| i.to_hex()).unwrap_or_default();
         if !res.warnings.is_empty() {
             return Err(StepFailure::permanent(

@@ -84,6 +84,9 @@ pub struct BackupOptions {
     /// The snapshot's time in nanoseconds since the Unix epoch (`--time`);
     /// the time the backup ends when `None`.
     pub time: Option<i64>,
+    /// Save no snapshot when the tree is the parent's (restic's
+    /// `--skip-if-unchanged`): nothing changed since.
+    pub skip_if_unchanged: bool,
 }
 
 /// What a backup did.
@@ -102,6 +105,9 @@ pub struct BackupResult {
     /// found where those bytes still were (hashed, not scanned for cuts:
     /// see `guide`). Not recorded in the snapshot.
     pub bytes_guided: u64,
+    /// No snapshot was saved because the tree is the parent's
+    /// ([`BackupOptions::skip_if_unchanged`]).
+    pub skipped: bool,
 }
 
 /// What the walk produced: the root tree, its counters and warnings, and
@@ -198,7 +204,17 @@ pub fn backup(
         parent.as_ref().map(|(id, _)| *id),
         summary.clone(),
     );
+    // Nothing changed since the parent: with skip_if_unchanged, no
+    // snapshot (what the walk stored, if anything, is indexed already).
+    let skipped = lock.is_some()
+        && opts.skip_if_unchanged
+        && walked.warnings.is_empty()
+        && parent.as_ref().is_some_and(|(_, p)| p.tree == walked.root);
+    if skipped && let Some(m) = mark.take() {
+        m.finish();
+    }
     let snapshot_id = match &lock {
+        Some(_) if skipped => None,
         None => None,
         Some(l) => {
             l.check()?;
@@ -231,6 +247,7 @@ pub fn backup(
         warnings: walked.warnings,
         notices,
         bytes_guided: walked.guided,
+        skipped,
     })
 }
 

@@ -135,6 +135,7 @@ pub fn backup_stream(
         warnings: Vec::new(),
         notices: repo.take_index_problems(),
         bytes_guided: 0,
+        skipped: false,
     })
 }
 

@@ -89,6 +89,10 @@ pub struct Args {
     /// Record access times too (off by default: they churn trees).
     #[arg(long)]
     pub with_atime: bool,
+    /// Save no snapshot when nothing changed since the parent snapshot
+    /// (its tree would be the parent's).
+    #[arg(long)]
+    pub skip_if_unchanged: bool,
     /// Record this time as the snapshot's ("YYYY-MM-DD HH:MM:SS" in the
     /// local time zone, or RFC 3339 such as 2024-05-01T12:00:00Z) instead
     /// of now: to import old data, or to test a retention policy.
@@ -142,6 +146,9 @@ struct BackupSummary {
     total_duration: f64,
     errors: usize,
     dry_run: bool,
+    /// Nothing changed since the parent: no snapshot saved
+    /// (`--skip-if-unchanged`).
+    skipped: bool,
 }
 
 impl BackupSummary {
@@ -166,6 +173,7 @@ impl BackupSummary {
             total_duration: s.duration_ms as f64 / 1000.0,
             errors: res.warnings.len(),
             dry_run,
+            skipped: res.skipped,
         }
     }
 }
@@ -190,9 +198,13 @@ fn print_summary(res: &BackupResult) {
         s.total_bytes,
         s.duration_ms as f64 / 1000.0
     );
-    match res.snapshot_id {
-        Some(id) => println!("snapshot {} saved", id.short()),
-        None => println!("dry run: no snapshot saved"),
+    match (res.snapshot_id, res.parent) {
+        (Some(id), _) => println!("snapshot {} saved", id.short()),
+        (None, Some(parent)) if res.skipped => println!(
+            "nothing changed since snapshot {}: no snapshot saved (--skip-if-unchanged)",
+            parent.short()
+        ),
+        (None, _) => println!("dry run: no snapshot saved"),
     }
 }
 
@@ -240,6 +252,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .as_deref()
             .map(|t| parse_time(t, &jiff::tz::TimeZone::system()))
             .transpose()?,
+        skip_if_unchanged: a.skip_if_unchanged,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
     let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);

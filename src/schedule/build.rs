@@ -207,6 +207,7 @@ impl<'a> Builder<'a> {
             one_file_system: val(&r.one_file_system).unwrap_or(false),
             tags: val(&r.tags).unwrap_or_default(),
             host: val(&r.host),
+            skip_if_unchanged: val(&r.skip_if_unchanged).unwrap_or(false),
             stdin_from_command: self
                 .conv(&r.stdin_from_command, |v| {
                     if v.is_empty() || v[0].is_empty() {

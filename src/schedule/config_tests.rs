@@ -318,6 +318,7 @@ fn the_documented_example_parses() {
     assert_eq!(home.retry.max_delay, Duration::from_secs(600));
     assert_eq!(home.backup.iexclude, ["*.iso"]);
     assert_eq!(home.backup.exclude_larger_than, Some(4 << 30));
+    assert!(home.backup.skip_if_unchanged);
     assert!(c.profile("base").unwrap().schedule.is_none());
 }
 

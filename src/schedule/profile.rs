@@ -80,6 +80,8 @@ pub struct BackupOptions {
     pub stdin_from_command: Vec<String>,
     /// The name that file gets (`stdin` when unset).
     pub stdin_filename: Option<String>,
+    /// Save no snapshot when nothing changed since the last one.
+    pub skip_if_unchanged: bool,
 }
 
 impl BackupOptions {

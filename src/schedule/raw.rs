@@ -69,6 +69,7 @@ raw_profile! {
     host: String => "host",
     stdin_from_command: Vec<String> => "stdin-from-command",
     stdin_filename: String => "stdin-filename",
+    skip_if_unchanged: bool => "skip-if-unchanged",
     schedule: String => "schedule",
     keep_last: i64 => "keep-last",
     keep_hourly: i64 => "keep-hourly",

@@ -399,3 +399,99 @@ fn a_changed_large_file_is_cut_as_without_its_parent() {
     let (plain, _) = backup_split(&t, &src, &["--force"], false);
     assert_eq!(tree_of(&a), tree_of(&plain));
 }
+
+/// `backup --skip-if-unchanged` (restic 0.17): with nothing changed since
+/// the parent, no snapshot is saved (exit 0, `skipped` and the parent in
+/// the JSON summary); a changed file saves one, and so does a first
+/// backup of other paths (no parent). Two at once on an unchanged tree
+/// both skip; two at once after a change both save, each restorable.
+#[test]
+fn skip_if_unchanged_saves_no_snapshot_when_nothing_changed() {
+    let t = crate::faults::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    crate::faults::fill(&src, 1, 5, 30 << 10);
+    let run = |args: &[&str]| {
+        let o = crate::faults::larder_ok(
+            &repo,
+            &cache,
+            &[&["backup", "--json", "--skip-if-unchanged"], args].concat(),
+        );
+        json_lines(&o.out).pop().unwrap()
+    };
+    let count = || fs::read_dir(repo.join("snapshots")).unwrap().count();
+    let first = run(&[path_str(&src)]);
+    assert_eq!(first["skipped"], false, "{first}");
+    let first_id = first["snapshot_id"].as_str().unwrap().to_string();
+    let again = run(&[path_str(&src)]);
+    assert_eq!(again["skipped"], true, "{again}");
+    assert!(again["snapshot_id"].is_null(), "{again}");
+    assert_eq!(again["parent"], first_id.as_str());
+    assert_eq!(count(), 1);
+    let o = crate::faults::larder_ok(
+        &repo,
+        &cache,
+        &["backup", "--skip-if-unchanged", path_str(&src)],
+    );
+    assert!(
+        o.out.contains("no snapshot saved (--skip-if-unchanged)"),
+        "{}",
+        o.all()
+    );
+
+    // Other paths: no parent, so a snapshot.
+    let sub = src.join("d0");
+    assert_eq!(run(&[path_str(&sub)])["skipped"], false);
+    assert_eq!(count(), 2);
+    // Without the flag an unchanged tree still makes a snapshot.
+    let o = crate::faults::larder_ok(&repo, &cache, &["backup", "--json", path_str(&src)]);
+    assert_eq!(json_lines(&o.out).pop().unwrap()["skipped"], false);
+    assert_eq!(count(), 3);
+
+    // Two at once, unchanged: neither saves.
+    let spawn2 = || {
+        let mk = || {
+            let mut c = common::larder(&repo, &cache);
+            c.args(["backup", "--json", "--skip-if-unchanged", path_str(&src)]);
+            crate::faults::spawn(c)
+        };
+        let (a, b) = (mk(), mk());
+        [a, b].map(|c| crate::faults::wait_bounded(c, "a backup beside another"))
+    };
+    for o in spawn2() {
+        assert_eq!(o.code, 0, "{}", o.all());
+        assert_eq!(
+            json_lines(&o.out).pop().unwrap()["skipped"],
+            true,
+            "{}",
+            o.all()
+        );
+    }
+    assert_eq!(count(), 3);
+    // Changed: both save, and each restores the changed tree.
+    write(&src.join("d1/new.txt"), b"a change");
+    let want = crate::faults::manifest(&src);
+    for o in spawn2() {
+        assert_eq!(o.code, 0, "{}", o.all());
+        let s = json_lines(&o.out).pop().unwrap();
+        assert_eq!(s["skipped"], false, "{s}");
+        let back = t
+            .dir
+            .path()
+            .join(format!("back-{}", &s["snapshot_id"].as_str().unwrap()[..8]));
+        let got = crate::faults::restore_cli(
+            &repo,
+            &cache,
+            s["snapshot_id"].as_str().unwrap(),
+            &src,
+            &back,
+        );
+        crate::faults::assert_same_manifest(
+            &want,
+            &crate::faults::manifest(&got),
+            "after the change",
+        );
+    }
+    assert_eq!(count(), 5);
+    crate::faults::check_passes(&repo, &cache, true, "after skip-if-unchanged runs");
+}

@@ -1351,3 +1351,29 @@ fn a_stream_profile_stores_a_commands_output_beside_a_profile_of_paths() {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(by_paths()[&home].len(), 1);
 }
+
+/// A profile with `skip-if-unchanged`: a second run with nothing changed
+/// saves no snapshot (the run is ok, its backup step says so); a change
+/// makes the next run save one.
+#[test]
+fn a_profile_that_skips_unchanged_backups() {
+    let b = Bed::new();
+    b.configure(&[b.profile("home", "skip-if-unchanged = true\n")]);
+    let first = b.run_profile("home", 0);
+    assert!(first["snapshot_id"].is_string(), "{first}");
+    let second = b.run_profile("home", 0);
+    assert_eq!(second["result"], "ok", "{second}");
+    let backup = &second["steps"][0];
+    assert!(
+        backup["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no snapshot saved"),
+        "{second}"
+    );
+    assert_eq!(b.snapshot_ids().len(), 1);
+    write(&b.home.join("notes.txt"), b"changed");
+    let third = b.run_profile("home", 0);
+    assert!(third["snapshot_id"].is_string(), "{third}");
+    assert_eq!(b.snapshot_ids().len(), 2);
+}
