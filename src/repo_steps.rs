@@ -166,6 +166,8 @@ pub fn backup_options(profile: &Profile) -> Result<BackupOptions> {
         tags: b.tags.clone(),
         host: b.host.clone(),
         skip_if_unchanged: b.skip_if_unchanged,
+        ignore_inode: b.ignore_inode,
+        ignore_ctime: b.ignore_ctime,
         ..BackupOptions::default()
     })
 }

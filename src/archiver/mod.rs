@@ -31,7 +31,7 @@ mod files_from;
 pub use command::CommandOutput;
 pub use exclude::{Excluder, with_exclude_files};
 pub use files_from::{ListForm, Listed, paths_from};
-pub use parent::same_file;
+pub use parent::{Ignore, same_file};
 pub use stdin::{DEFAULT_NAME as STDIN_NAME, Stream, backup_stream};
 mod file;
 mod guide;
@@ -87,6 +87,21 @@ pub struct BackupOptions {
     /// Save no snapshot when the tree is the parent's (restic's
     /// `--skip-if-unchanged`): nothing changed since.
     pub skip_if_unchanged: bool,
+    /// A file whose inode (and ctime) changed but whose size and mtime
+    /// did not is unchanged (`--ignore-inode`).
+    pub ignore_inode: bool,
+    /// A file whose ctime alone changed is unchanged (`--ignore-ctime`).
+    pub ignore_ctime: bool,
+}
+
+impl BackupOptions {
+    /// What the change test leaves out.
+    pub fn ignore(&self) -> Ignore {
+        Ignore {
+            inode: self.ignore_inode,
+            ctime: self.ignore_ctime,
+        }
+    }
 }
 
 /// What a backup did.

@@ -18,12 +18,27 @@ use std::sync::Arc;
 /// ctime and inode. Backup then reuses `old`'s chunks without reading the
 /// file; a diff against a live tree takes its content as unchanged.
 pub fn same_file(old: &Node, new: &Node) -> bool {
+    same_file_ignoring(old, new, Ignore::default())
+}
+
+/// Which of a file's fields the change test leaves out: the inode (and so
+/// the ctime too, as restic's `--ignore-inode`: on FUSE and some network
+/// filesystems inode numbers change from mount to mount) or the ctime
+/// alone (`--ignore-ctime`: a tool that rewrites metadata, a `chown -R`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ignore {
+    pub inode: bool,
+    pub ctime: bool,
+}
+
+/// [`same_file`], leaving out what `ignore` says.
+pub fn same_file_ignoring(old: &Node, new: &Node, ignore: Ignore) -> bool {
     old.kind == NodeKind::File
         && new.kind == NodeKind::File
         && old.size == new.size
         && old.mtime_ns == new.mtime_ns
-        && old.ctime_ns == new.ctime_ns
-        && old.inode == new.inode
+        && (ignore.ctime || ignore.inode || old.ctime_ns == new.ctime_ns)
+        && (ignore.inode || old.inode == new.inode)
 }
 
 /// A node of the parent snapshot, in place: its tree (shared) and its
@@ -264,5 +279,48 @@ pub(super) mod tests {
         assert_eq!(got.0, b_id);
         assert!(Arc::ptr_eq(&got.1, &fake), "the offered tree was not taken");
         assert!(pt.unreadable.is_empty());
+    }
+
+    /// The change test compares size, mtime, ctime and inode; the ignore
+    /// options leave out the inode (and with it the ctime) or the ctime.
+    #[test]
+    fn the_change_test_leaves_out_what_it_is_told_to() {
+        let d = tempfile::tempdir().unwrap();
+        let (repo, root, _) = two_dirs(d.path());
+        let tree = repo.load_tree(&root).unwrap();
+        let mut old = tree.nodes[0].clone();
+        old.kind = NodeKind::File;
+        let (inode, ctime) = (
+            Ignore {
+                inode: true,
+                ctime: false,
+            },
+            Ignore {
+                inode: false,
+                ctime: true,
+            },
+        );
+        let mut new = old.clone();
+        assert!(same_file(&old, &new));
+        new.inode += 1;
+        new.ctime_ns += 1;
+        assert!(!same_file(&old, &new));
+        assert!(same_file_ignoring(&old, &new, inode));
+        assert!(!same_file_ignoring(&old, &new, ctime));
+        new.inode = old.inode;
+        assert!(same_file_ignoring(&old, &new, ctime));
+        for moved in [
+            |n: &mut Node| n.size += 1,
+            |n: &mut Node| n.mtime_ns += 1,
+            |n: &mut Node| n.kind = NodeKind::Symlink,
+        ] {
+            let mut m = new.clone();
+            moved(&mut m);
+            let both = Ignore {
+                inode: true,
+                ctime: true,
+            };
+            assert!(!same_file_ignoring(&old, &m, both));
+        }
     }
 }

@@ -193,7 +193,7 @@ impl Archiver<'_, '_> {
                 // again (self-healing), never carried into a new snapshot.
                 if let Some(o) = &old
                     && !self.opts.force
-                    && super::parent::same_file(o, &node)
+                    && super::parent::same_file_ignoring(o, &node, self.opts.ignore())
                     && (known || self.blobs.all_known(&o.content)?)
                 {
                     if !same {

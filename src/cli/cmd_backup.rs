@@ -93,6 +93,14 @@ pub struct Args {
     /// (its tree would be the parent's).
     #[arg(long)]
     pub skip_if_unchanged: bool,
+    /// Take a file whose inode and ctime changed, but not its size and
+    /// mtime, as unchanged (FUSE and network filesystems that number
+    /// inodes anew at each mount).
+    #[arg(long)]
+    pub ignore_inode: bool,
+    /// Take a file whose ctime alone changed as unchanged.
+    #[arg(long)]
+    pub ignore_ctime: bool,
     /// Record this time as the snapshot's ("YYYY-MM-DD HH:MM:SS" in the
     /// local time zone, or RFC 3339 such as 2024-05-01T12:00:00Z) instead
     /// of now: to import old data, or to test a retention policy.
@@ -253,6 +261,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .map(|t| parse_time(t, &jiff::tz::TimeZone::system()))
             .transpose()?,
         skip_if_unchanged: a.skip_if_unchanged,
+        ignore_inode: a.ignore_inode,
+        ignore_ctime: a.ignore_ctime,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
     let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);

@@ -208,6 +208,8 @@ impl<'a> Builder<'a> {
             tags: val(&r.tags).unwrap_or_default(),
             host: val(&r.host),
             skip_if_unchanged: val(&r.skip_if_unchanged).unwrap_or(false),
+            ignore_inode: val(&r.ignore_inode).unwrap_or(false),
+            ignore_ctime: val(&r.ignore_ctime).unwrap_or(false),
             stdin_from_command: self
                 .conv(&r.stdin_from_command, |v| {
                     if v.is_empty() || v[0].is_empty() {

@@ -82,6 +82,9 @@ pub struct BackupOptions {
     pub stdin_filename: Option<String>,
     /// Save no snapshot when nothing changed since the last one.
     pub skip_if_unchanged: bool,
+    /// `backup --ignore-inode`, `--ignore-ctime`.
+    pub ignore_inode: bool,
+    pub ignore_ctime: bool,
 }
 
 impl BackupOptions {

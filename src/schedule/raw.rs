@@ -70,6 +70,8 @@ raw_profile! {
     stdin_from_command: Vec<String> => "stdin-from-command",
     stdin_filename: String => "stdin-filename",
     skip_if_unchanged: bool => "skip-if-unchanged",
+    ignore_inode: bool => "ignore-inode",
+    ignore_ctime: bool => "ignore-ctime",
     schedule: String => "schedule",
     keep_last: i64 => "keep-last",
     keep_hourly: i64 => "keep-hourly",

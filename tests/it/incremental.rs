@@ -495,3 +495,82 @@ fn skip_if_unchanged_saves_no_snapshot_when_nothing_changed() {
     assert_eq!(count(), 5);
     crate::faults::check_passes(&repo, &cache, true, "after skip-if-unchanged runs");
 }
+
+/// `--ignore-inode` and `--ignore-ctime` (restic's flags): files copied
+/// over themselves (new inodes and ctimes, same size, mtime and bytes,
+/// as a FUSE remount shows them) are read again by a plain backup and
+/// taken over unread with `--ignore-inode`; files whose mode changed
+/// (ctime alone) likewise with `--ignore-ctime`. Every snapshot restores
+/// the tree exactly.
+#[test]
+fn ignore_inode_and_ctime_take_such_files_as_unchanged() {
+    let t = crate::faults::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    crate::faults::fill(&src, 7, 6, 40 << 10);
+    let total: u64 = 6 * (40 << 10);
+    let run = |args: &[&str]| {
+        let o = crate::faults::larder_ok(
+            &repo,
+            &cache,
+            &[&["backup", "--json"], args, &[path_str(&src)]].concat(),
+        );
+        json_lines(&o.out).pop().unwrap()
+    };
+    run(&[]);
+    let files: Vec<_> = walkdir::WalkDir::new(&src)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    let recopy = || {
+        for f in &files {
+            let tmp = f.with_extension("tmp");
+            let st = std::process::Command::new("cp")
+                .arg("-p")
+                .arg(f)
+                .arg(&tmp)
+                .status()
+                .unwrap();
+            assert!(st.success());
+            fs::rename(&tmp, f).unwrap();
+        }
+    };
+    let restores = |s: &serde_json::Value, what: &str| {
+        let id = s["snapshot_id"].as_str().unwrap();
+        let back = t.dir.path().join(format!("back-{}", &id[..8]));
+        let got = crate::faults::restore_cli(&repo, &cache, id, &src, &back);
+        crate::faults::assert_same_manifest(
+            &crate::faults::manifest(&src),
+            &crate::faults::manifest(&got),
+            what,
+        );
+    };
+    recopy();
+    let plain = run(&[]);
+    assert_eq!(
+        plain["bytes_read"], total,
+        "a plain backup reads them: {plain}"
+    );
+    restores(&plain, "plain after the copies");
+    recopy();
+    let ignoring = run(&["--ignore-inode"]);
+    assert_eq!(ignoring["bytes_read"], 0, "{ignoring}");
+    assert_eq!(ignoring["files_unmodified"], 6, "{ignoring}");
+    restores(&ignoring, "--ignore-inode");
+
+    // A mode change moves the ctime alone.
+    for f in &files {
+        fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    }
+    let ctime = run(&["--ignore-ctime"]);
+    assert_eq!(ctime["bytes_read"], 0, "{ctime}");
+    restores(&ctime, "--ignore-ctime");
+    for f in &files {
+        fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    }
+    let plain = run(&[]);
+    assert_eq!(plain["bytes_read"], total, "{plain}");
+    crate::faults::check_passes(&repo, &cache, true, "after the ignore runs");
+}
