@@ -105,6 +105,34 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node larder makes up rather than reads from a file system (a
+    /// snapshot's root, a stream's file, a recovery directory): `kind`,
+    /// `mode` and `name`, one link, everything else zero or empty; the
+    /// caller sets what it knows.
+    pub fn made_up(name: Vec<u8>, kind: NodeKind, mode: u32) -> Node {
+        Node {
+            name,
+            kind,
+            mode,
+            uid: 0,
+            gid: 0,
+            user: Default::default(),
+            group: Default::default(),
+            mtime_ns: 0,
+            ctime_ns: 0,
+            atime_ns: None,
+            size: 0,
+            inode: 0,
+            device: 0,
+            links: 1,
+            rdev: 0,
+            link_target: Vec::new(),
+            content: Vec::new(),
+            subtree: None,
+            xattrs: Vec::new(),
+        }
+    }
+
     /// The name as text (lossy for non-UTF-8 names), for display.
     pub fn name_lossy(&self) -> String {
         String::from_utf8_lossy(&self.name).into_owned()

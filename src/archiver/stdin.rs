@@ -167,25 +167,14 @@ fn store_stream(
     )?;
     progress.file_done();
     let node = Node {
-        name: name.as_bytes().to_vec(),
-        kind: NodeKind::File,
-        mode: 0o644,
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
         user: crate::host::username().into(),
-        group: Default::default(),
         mtime_ns: time_ns,
         ctime_ns: time_ns,
-        atime_ns: None,
         size,
-        inode: 0,
-        device: 0,
-        links: 1,
-        rdev: 0,
-        link_target: Vec::new(),
         content,
-        subtree: None,
-        xattrs: Vec::new(),
+        ..Node::made_up(name.as_bytes().to_vec(), NodeKind::File, 0o644)
     };
     let mut tree = Tree { nodes: vec![node] };
     tree.canonicalize();

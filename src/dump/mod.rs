@@ -83,25 +83,8 @@ pub fn node_at(repo: &Repository, root: Id, path: &[u8]) -> Result<Node> {
 /// A directory node standing for a snapshot's root tree.
 fn root_node(root: Id) -> Node {
     Node {
-        name: Vec::new(),
-        kind: NodeKind::Dir,
-        mode: 0o755,
-        uid: 0,
-        gid: 0,
-        user: Default::default(),
-        group: Default::default(),
-        mtime_ns: 0,
-        ctime_ns: 0,
-        atime_ns: None,
-        size: 0,
-        inode: 0,
-        device: 0,
-        links: 1,
-        rdev: 0,
-        link_target: Vec::new(),
-        content: Vec::new(),
         subtree: Some(root),
-        xattrs: Vec::new(),
+        ..Node::made_up(Vec::new(), NodeKind::Dir, 0o755)
     }
 }
 

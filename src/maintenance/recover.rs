@@ -243,25 +243,15 @@ fn root_tree(lost: &[Id]) -> Tree {
     let nodes = lost
         .iter()
         .map(|id| Node {
-            name: if full { id.to_hex() } else { id.short() }.into_bytes(),
-            kind: NodeKind::Dir,
-            mode: 0o755,
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
             user: crate::host::username().into(),
-            group: Default::default(),
-            mtime_ns: 0,
-            ctime_ns: 0,
-            atime_ns: None,
-            size: 0,
-            inode: 0,
-            device: 0,
-            links: 1,
-            rdev: 0,
-            link_target: Vec::new(),
-            content: Vec::new(),
             subtree: Some(*id),
-            xattrs: Vec::new(),
+            ..Node::made_up(
+                if full { id.to_hex() } else { id.short() }.into_bytes(),
+                NodeKind::Dir,
+                0o755,
+            )
         })
         .collect();
     let mut t = Tree { nodes };

@@ -29,6 +29,13 @@ fn cache_json(repo: &Path, root: &Path, args: &[&str]) -> Value {
     serde_json::from_str(&o.out).unwrap()
 }
 
+/// How many snapshots `larder snapshots` lists (cache root `root`).
+fn snapshot_count(repo: &Path, root: &Path) -> usize {
+    let o = larder_ok(repo, root, &["snapshots", "--json"]);
+    let v: Value = serde_json::from_str(&o.out).unwrap();
+    v.as_array().unwrap().len()
+}
+
 /// The repository-cache directory names under `root`.
 fn cache_names(root: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(root)
@@ -94,15 +101,7 @@ fn cache_lists_caches_and_cleanup_removes_only_old_unused_ones() {
         "the root's tag was removed"
     );
     // `a` works without its cache and builds it again.
-    let o = larder_ok(&a.repo_path(), &root, &["snapshots", "--json"]);
-    assert_eq!(
-        serde_json::from_str::<Value>(&o.out)
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .len(),
-        1
-    );
+    assert_eq!(snapshot_count(&a.repo_path(), &root), 1);
     assert_eq!(cache_names(&root).len(), 2);
     larder_ok(&a.repo_path(), &root, &["check"]);
 }
@@ -168,15 +167,7 @@ fn cleanups_beside_backups_never_break_one() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let runs = cleaner.join().unwrap();
     assert!(runs > 2, "only {runs} cleanups ran");
-    let o = larder_ok(&repo, &root, &["snapshots", "--json"]);
-    assert_eq!(
-        serde_json::from_str::<Value>(&o.out)
-            .unwrap()
-            .as_array()
-            .unwrap()
-            .len(),
-        12
-    );
+    assert_eq!(snapshot_count(&repo, &root), 12);
     larder_ok(&repo, &root, &["check", "--read-data"]);
     println!("{runs} cleanups beside 12 backups");
 }

@@ -248,6 +248,16 @@ fn steps(summary: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The steps of a run whose prune and check are not due.
+fn backup_and_forget_only() -> Vec<(String, String)> {
+    pairs(&[
+        ("backup", "ok"),
+        ("forget", "ok"),
+        ("prune", "skipped"),
+        ("check", "skipped"),
+    ])
+}
+
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -294,15 +304,7 @@ fn run_makes_a_snapshot_applies_retention_and_records_the_run() {
         write(&b.home.join("notes.txt"), format!("version {i}").as_bytes());
         let s = b.run_profile("home", 0);
         // Prune and check ran in the first run; they are not due again.
-        assert_eq!(
-            steps(&s),
-            pairs(&[
-                ("backup", "ok"),
-                ("forget", "ok"),
-                ("prune", "skipped"),
-                ("check", "skipped")
-            ])
-        );
+        assert_eq!(steps(&s), backup_and_forget_only());
         assert!(s["bytes_added"].as_u64().unwrap() > 0, "{s}");
         made.push(s["snapshot_id"].as_str().unwrap().to_string());
     }
@@ -1286,15 +1288,7 @@ fn a_stream_profile_stores_a_commands_output_beside_a_profile_of_paths() {
         let text = sql_dump(seed);
         std::fs::write(&dump, &text).unwrap();
         let s = b.run_profile("db", 0);
-        assert_eq!(
-            steps(&s),
-            pairs(&[
-                ("backup", "ok"),
-                ("forget", "ok"),
-                ("prune", "skipped"),
-                ("check", "skipped")
-            ])
-        );
+        assert_eq!(steps(&s), backup_and_forget_only());
         last = s["snapshot_id"].as_str().unwrap().to_string();
         assert!(dumped(&last) == text, "run {seed}: the dump differs");
     }

@@ -22,6 +22,15 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
+/// Restores snapshot `id` into `target`.
+fn restore_to(repo: &Path, cache: &Path, id: &str, target: &Path) {
+    larder_ok(
+        repo,
+        cache,
+        &["restore", "-q", id, "--target", path_str(target)],
+    );
+}
+
 /// `larder backup --stdin ARGS` started with a pipe to write the stream into.
 fn start(repo: &Path, cache: &Path, args: &[&str]) -> Child {
     let mut c = larder(repo, cache);
@@ -199,17 +208,7 @@ fn a_stream_backup_beside_a_prune_and_killed_mid_stream() {
     let o = backup_stream(&repo, &cache, &other, &["--stdin-filename", "killed"]);
     assert_eq!(o.code, 0, "{}", o.all());
     let target = t.dir.path().join("again");
-    larder_ok(
-        &repo,
-        &cache,
-        &[
-            "restore",
-            "-q",
-            &snapshot_id_of(&o),
-            "--target",
-            path_str(&target),
-        ],
-    );
+    restore_to(&repo, &cache, &snapshot_id_of(&o), &target);
     assert_eq!(fs::read(target.join("killed")).unwrap(), other);
     check_passes(&repo, &cache, true, "after the stream run again");
 }
@@ -338,17 +337,7 @@ fn a_commands_output_is_stored_exactly_and_a_failing_command_saves_nothing() {
     let o = wait_bounded(child, "cat reading its standard input");
     assert_eq!(o.code, 0, "{}", o.all());
     let target = t.dir.path().join("empty");
-    larder_ok(
-        &repo,
-        &cache,
-        &[
-            "restore",
-            "-q",
-            &snapshot_id_of(&o),
-            "--target",
-            path_str(&target),
-        ],
-    );
+    restore_to(&repo, &cache, &snapshot_id_of(&o), &target);
     assert_eq!(fs::read(target.join("empty")).unwrap(), b"");
     check_passes(&repo, &cache, true, "after the command backups");
 }

@@ -125,6 +125,14 @@ fn second_ok(dir: &Path, args: &[&str], what: &str) -> Out {
     o
 }
 
+/// `forget … --prune` beside a held command: it runs (counted in
+/// `pruned`) or finds a lock it must not run beside (exit 11).
+fn prune_beside(dir: &Path, what: &str, pruned: &Cell<usize>) {
+    let p = second(dir, FORGET);
+    assert!(p.code == 0 || p.code == 11, "{what}: {}", p.all());
+    pruned.set(pruned.get() + usize::from(p.code == 0));
+}
+
 /// Prunes with no grace period, twice (the second deletes what the first
 /// marked while nothing else runs); then `id` restores exactly.
 fn prunes_keep(dir: &Path, id: &str, src: &Path, want: &Want, what: &str) {
@@ -199,11 +207,7 @@ fn a_backup_at_each_open_beside_a_prune() {
     let opens = sweep(
         &state,
         &args,
-        |dir, what| {
-            let p = second(dir, FORGET);
-            assert!(p.code == 0 || p.code == 11, "{what}: {}", p.all());
-            pruned.set(pruned.get() + usize::from(p.code == 0));
-        },
+        |dir, what| prune_beside(dir, what, &pruned),
         |dir, b, what| {
             let id = snapshot_id_of(b);
             restores_exactly(dir, &id, &src, &want, what);
@@ -1181,11 +1185,7 @@ fn a_command_stream_backup_at_each_open_beside_a_prune() {
     let opens = sweep(
         &state,
         &args,
-        |dir, what| {
-            let p = second(dir, FORGET);
-            assert!(p.code == 0 || p.code == 11, "{what}: {}", p.all());
-            pruned.set(pruned.get() + usize::from(p.code == 0));
-        },
+        |dir, what| prune_beside(dir, what, &pruned),
         |dir, b, what| {
             let id = snapshot_id_of(b);
             let (repo, cache) = paths(dir);
