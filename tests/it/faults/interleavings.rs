@@ -1158,20 +1158,29 @@ fn prunes_keep_stream(dir: &Path, id: &str, name: &str, want: &[u8], what: &str)
     check_passes(&repo, &cache, true, what);
 }
 
+/// The prepared state, with data only its oldest snapshot holds written
+/// back into `src/r0`, and a command that writes that data (`cat` of
+/// `src/r0`'s files) with what it writes.
+fn stream_state() -> (Prepared, Vec<String>, Vec<u8>) {
+    let p = prepared(3);
+    bring_back_old_data(&p.src);
+    let (command, data) = cat_of(&p.src.join("r0"));
+    (p, command, data)
+}
+
 /// `backup --stdin-from-command` (its stream: data only the oldest
 /// snapshot holds) held at each open beside `forget … --prune`, which
 /// deletes or repacks the packs that data is in: the backup completes and
 /// its stream dumps exactly, before and after more prunes.
 #[test]
 fn a_command_stream_backup_at_each_open_beside_a_prune() {
-    let Prepared {
-        base: _base,
-        src,
-        state,
-        ..
-    } = prepared(3);
-    bring_back_old_data(&src);
-    let (command, data) = cat_of(&src.join("r0"));
+    let (
+        Prepared {
+            base: _base, state, ..
+        },
+        command,
+        data,
+    ) = stream_state();
     let mut args = vec![
         "backup",
         "--json",
@@ -1210,14 +1219,13 @@ fn a_command_stream_backup_at_each_open_beside_a_prune() {
 /// Both happen across the points.
 #[test]
 fn a_repair_index_at_each_open_beside_a_command_stream_backup() {
-    let Prepared {
-        base: _base,
-        src,
-        state,
-        ..
-    } = prepared(3);
-    bring_back_old_data(&src);
-    let (command, data) = cat_of(&src.join("r0"));
+    let (
+        Prepared {
+            base: _base, state, ..
+        },
+        command,
+        data,
+    ) = stream_state();
     // The command notes each start in the working directory (the state's
     // copy), then writes the stream.
     let script = format!("echo started >> started; {}", command.join(" "));
