@@ -37,6 +37,10 @@ pub struct Args {
     /// Restore owners by numeric uid/gid, ignoring recorded names.
     #[arg(long)]
     numeric_owner: bool,
+    /// Delete what the target holds that the snapshot does not, within
+    /// what --include/--exclude select (with --dry-run: list it).
+    #[arg(long)]
+    delete: bool,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -74,6 +78,8 @@ struct RestoreSummary<'a> {
     skipped: usize,
     errors: &'a [String],
     dry_run: bool,
+    /// Paths removed because the snapshot lacks them (`--delete`).
+    deleted: usize,
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
@@ -96,6 +102,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         dry_run: a.dry_run,
         overwrite: a.overwrite.into(),
         numeric_owner: a.numeric_owner,
+        delete: a.delete,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), true);
     let rep = restorer::restore_with_progress(&repo, &snap, sub, &opts, &progress);
@@ -103,6 +110,11 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let rep = rep?;
     for s in &rep.skipped {
         eprintln!("skipped: {}", safe(s));
+    }
+    if a.dry_run {
+        for d in &rep.deleted {
+            eprintln!("would delete: {}", safe(d));
+        }
     }
     for e in &rep.errors {
         eprintln!("error: {}", safe(e));
@@ -117,6 +129,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             skipped: rep.skipped.len(),
             errors: &rep.errors,
             dry_run: a.dry_run,
+            deleted: rep.deleted.len(),
         });
     } else if !g.quiet {
         let skipped = if rep.skipped.is_empty() {
@@ -124,8 +137,13 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         } else {
             format!(", {} skipped", rep.skipped.len())
         };
+        let deleted = match (rep.deleted.len(), a.dry_run) {
+            (0, _) => String::new(),
+            (n, false) => format!(", {n} deleted"),
+            (n, true) => format!(", {n} to delete"),
+        };
         println!(
-            "{} snapshot {} to {}: {} files, {} dirs, {} bytes{skipped}",
+            "{} snapshot {} to {}: {} files, {} dirs, {} bytes{skipped}{deleted}",
             if a.dry_run {
                 "would restore"
             } else {

@@ -64,6 +64,10 @@ pub struct RestoreOptions {
     pub dry_run: bool,
     pub overwrite: Overwrite,
     pub numeric_owner: bool,
+    /// Remove what a directory of the target holds that the snapshot's
+    /// directory does not (restic's `--delete`), within what the include
+    /// and exclude patterns select.
+    pub delete: bool,
 }
 
 /// What a restore did.
@@ -76,6 +80,9 @@ pub struct RestoreReport {
     pub skipped: Vec<String>,
     /// Paths that failed, with the reason.
     pub errors: Vec<String>,
+    /// Paths removed (in a dry run: that would be) because the snapshot
+    /// does not hold them (`delete`).
+    pub deleted: Vec<String>,
 }
 
 /// Restores `snap` (or its subtree `sub`) into `opts.target`, under a

@@ -346,6 +346,44 @@ pub(super) fn put_in_place(job: &FileJob, file: &File, unnamed: bool) -> std::io
     }
 }
 
+/// The names in the directory `dir` is a descriptor of (an `O_PATH` one
+/// will do), without `.` and `..`.
+pub(super) fn names_in(dir: &File) -> std::io::Result<Vec<std::ffi::OsString>> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::ffi::OsStrExt;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let mut d = nix::dir::Dir::openat(dir, ".", flags, nix::sys::stat::Mode::empty())?;
+    let mut out = Vec::new();
+    for e in d.iter() {
+        let e = e?;
+        let name = e.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            out.push(std::ffi::OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Removes `name` from the directory `dir` is a descriptor of: a file,
+/// symlink or special file is unlinked; a directory is emptied first,
+/// each step relative to a descriptor (a symlink is never followed, so
+/// nothing outside `dir` is touched).
+pub(super) fn remove_entry(dir: &File, name: &std::ffi::OsStr) -> std::io::Result<()> {
+    use nix::errno::Errno;
+    use nix::unistd::{UnlinkatFlags, unlinkat};
+    match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) => return Ok(()),
+        Err(Errno::EISDIR | Errno::EPERM) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let sub = crate::localfs::open_dir_at(dir, name)?;
+    for n in names_in(&sub)? {
+        remove_entry(&sub, &n)?;
+    }
+    unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
+    Ok(())
+}
+
 /// Removes the temporary name of a file that is not restored.
 pub(super) fn remove_tmp(job: &FileJob) {
     let _ = nix::unistd::unlinkat(

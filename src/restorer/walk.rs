@@ -168,6 +168,12 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 }
             }
         };
+        // Before anything of this run is in it: what the snapshot's
+        // directory does not hold goes (a directory this run made holds
+        // nothing yet).
+        if self.opts.delete && fresh.is_none() {
+            self.delete_extra(dir, &dirfd, &t.nodes, rel, ancestor_included);
+        }
         let target = DirTarget {
             path: dir,
             fd: &dirfd,
@@ -227,6 +233,55 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             }
         }
         Ok(())
+    }
+
+    /// Removes the entries of directory `dir` (its descriptor `dirfd`;
+    /// None in a dry run, which only reports) whose names `nodes` lacks and
+    /// that the include and exclude patterns select.
+    fn delete_extra(
+        &mut self,
+        dir: &Path,
+        dirfd: &Anchor,
+        nodes: &[Node],
+        rel: &str,
+        ancestor_included: bool,
+    ) {
+        let listed = match dirfd {
+            Some(fd) => target::names_in(fd),
+            None => match fs::read_dir(dir) {
+                Ok(rd) => rd.map(|e| e.map(|e| e.file_name())).collect(),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+                Err(e) => Err(e),
+            },
+        };
+        let names = match listed {
+            Ok(n) => n,
+            Err(e) => {
+                self.error(
+                    rel,
+                    format!("cannot list it to delete what the snapshot lacks: {e}"),
+                );
+                return;
+            }
+        };
+        let held: std::collections::HashSet<&[u8]> =
+            nodes.iter().map(|n| n.name.as_slice()).collect();
+        for name in names {
+            if held.contains(name.as_bytes()) {
+                continue;
+            }
+            let shown = format!("{rel}/{}", name.to_string_lossy());
+            if !self.selector.selected(&shown, ancestor_included).1 {
+                continue;
+            }
+            match dirfd {
+                Some(fd) => match target::remove_entry(fd, &name) {
+                    Ok(()) => self.report.deleted.push(shown),
+                    Err(e) => self.error(&shown, format!("cannot delete: {e}")),
+                },
+                None => self.report.deleted.push(shown),
+            }
+        }
     }
 
     /// Where trees `ids` (the subdirectories one tree's walk enters) are

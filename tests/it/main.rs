@@ -27,6 +27,7 @@ mod remote;
 mod remote_sftp;
 mod repair_snapshots;
 mod repo_core;
+mod restore_delete;
 mod safety;
 mod schedule;
 mod snapshots_cmd;

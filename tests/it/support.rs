@@ -119,6 +119,7 @@ pub fn restore_opts(target: &Path, overwrite: Overwrite) -> RestoreOptions {
         dry_run: false,
         overwrite,
         numeric_owner: false,
+        delete: false,
     }
 }
 

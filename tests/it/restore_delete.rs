@@ -1,0 +1,189 @@
+//! `restore --delete` (restic 0.17): the target ends up exactly the
+//! snapshot's tree: files, directories, symlinks and special files the
+//! snapshot lacks are removed (a symlink to a directory outside the target
+//! is removed as a link, never followed: what it points to stays), within
+//! what `--include`/`--exclude` select only; `--dry-run` lists what would
+//! go and removes nothing. A restore killed mid-way and run again with
+//! `--delete` ends exact too.
+
+use crate::faults::{
+    assert_same_manifest, backup_ok, cli_repo, fill, larder_ok, larder_run, manifest, spawn,
+    wait_bounded,
+};
+use crate::support::{json_lines, path_str, write};
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+/// Extra things in a restored tree `got` (under `src`'s absolute path):
+/// a file, a directory with files, a symlink to a directory `outside`
+/// with a file, a FIFO, and a symlink in place of nothing.
+fn litter(got: &Path, outside: &Path) {
+    write(&got.join("extra.txt"), b"not in the snapshot");
+    write(&got.join("d0/extra/deep/x"), b"x");
+    write(&outside.join("keep.txt"), b"outside the target");
+    symlink(outside, got.join("d1/link-out")).unwrap();
+    symlink("/nonexistent", got.join("dangling")).unwrap();
+    nix::unistd::mkfifo(&got.join("d2/fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+}
+
+fn restore(repo: &Path, cache: &Path, id: &str, target: &Path, args: &[&str]) -> serde_json::Value {
+    let o = larder_ok(
+        repo,
+        cache,
+        &[
+            &["--json", "restore", id, "--target", path_str(target)],
+            args,
+        ]
+        .concat(),
+    );
+    json_lines(&o.out).pop().unwrap()
+}
+
+#[test]
+fn restore_delete_leaves_exactly_the_snapshot() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    fill(&src, 1, 6, 30 << 10);
+    let id = backup_ok(&repo, &cache, &src);
+    let want = manifest(&src);
+    let target = t.dir.path().join("target");
+    let got = target.join(src.strip_prefix("/").unwrap());
+    let outside = t.dir.path().join("outside");
+    restore(&repo, &cache, &id, &target, &[]);
+    litter(&got, &outside);
+    // A file the snapshot holds, changed in the target.
+    write(&got.join("d0/f000.bin"), b"changed");
+
+    // A dry run lists what would go and touches nothing.
+    let before = manifest(&got);
+    let o = larder_ok(
+        &repo,
+        &cache,
+        &[
+            "restore",
+            &id,
+            "--target",
+            path_str(&target),
+            "--delete",
+            "--dry-run",
+        ],
+    );
+    for p in [
+        "/extra.txt",
+        "/d0/extra",
+        "/d1/link-out",
+        "/dangling",
+        "/d2/fifo",
+    ] {
+        assert!(
+            o.err
+                .contains(&format!("would delete: {}{p}", src.display())),
+            "{p}: {}",
+            o.all()
+        );
+    }
+    assert_eq!(manifest(&got), before, "the dry run changed the target");
+
+    // Only below an included directory.
+    let d0 = format!("{}/d0", src.display());
+    let s = restore(&repo, &cache, &id, &target, &["--delete", "--include", &d0]);
+    assert_eq!(s["deleted"], 1, "{s}");
+    assert!(!got.join("d0/extra").exists());
+    assert!(got.join("extra.txt").exists() && got.join("d2/fifo").exists());
+
+    // Everything.
+    let s = restore(
+        &repo,
+        &cache,
+        &id,
+        &target,
+        &["--delete", "--overwrite", "always"],
+    );
+    assert_eq!(s["deleted"], 4, "{s}");
+    assert_same_manifest(&want, &manifest(&got), "after restore --delete");
+    assert_eq!(
+        fs::read(outside.join("keep.txt")).unwrap(),
+        b"outside the target"
+    );
+    // What is above the restored tree in the target is the snapshot's
+    // too: an extra file at the target's top goes as well.
+    write(&target.join("top.txt"), b"top");
+    let s = restore(&repo, &cache, &id, &target, &["--delete"]);
+    assert_eq!(s["deleted"], 1, "{s}");
+    assert!(!target.join("top.txt").exists());
+}
+
+/// A restore killed with SIGKILL (mid-way when it is still running by
+/// the time a few files are in place), with a killed run's temporary file
+/// (`.larder-restore-PID-N`) left in the target as well, then run again
+/// with `--delete --overwrite if-changed`: the target is exactly the
+/// snapshot.
+#[test]
+fn a_killed_restore_then_restore_delete_is_exact() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    fill(&src, 2, 60, 200 << 10);
+    let id = backup_ok(&repo, &cache, &src);
+    let want = manifest(&src);
+    let target = t.dir.path().join("target");
+    let got = target.join(src.strip_prefix("/").unwrap());
+    let c = crate::faults::larder_cmd(
+        &repo,
+        &cache,
+        &["restore", &id, "--target", path_str(&target)],
+    );
+    let mut child = spawn(c);
+    let files = || {
+        walkdir::WalkDir::new(&target)
+            .into_iter()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_file())
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() && files() <= 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restore wrote nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let _ = child.kill();
+    let _ = wait_bounded(child, "the killed restore");
+    write(
+        &got.join("d1/.larder-restore-99999-7"),
+        b"a killed run's temporary",
+    );
+    write(&got.join("d1/stray"), b"stray");
+    let o = larder_run(
+        &repo,
+        &cache,
+        &[
+            "--json",
+            "restore",
+            &id,
+            "--target",
+            path_str(&target),
+            "--delete",
+            "--overwrite",
+            "if-changed",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.all());
+    assert!(
+        json_lines(&o.out).pop().unwrap()["deleted"]
+            .as_u64()
+            .unwrap()
+            >= 2,
+        "{}",
+        o.all()
+    );
+    assert_same_manifest(
+        &want,
+        &manifest(&got),
+        "after the killed restore and --delete",
+    );
+}
