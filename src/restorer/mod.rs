@@ -66,7 +66,8 @@ pub struct RestoreOptions {
     pub numeric_owner: bool,
     /// Remove what a directory of the target holds that the snapshot's
     /// directory does not (restic's `--delete`), within what the include
-    /// and exclude patterns select.
+    /// and exclude patterns select, and only at or below the snapshot's
+    /// backed-up paths (never in the directories above them).
     pub delete: bool,
 }
 
@@ -94,6 +95,15 @@ pub fn restore(
     opts: &RestoreOptions,
 ) -> Result<RestoreReport> {
     restore_with_progress(repo, snap, sub, opts, &NoProgress)
+}
+
+/// `p` as the walk names paths: `/a/b` (no `.`, empty or trailing parts;
+/// empty for the root).
+fn normal_path(p: &str) -> String {
+    p.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(|c| format!("/{c}"))
+        .collect()
 }
 
 /// Whether `sub` names the one path of a snapshot that backed up `paths`.
@@ -173,6 +183,10 @@ pub fn restore_with_progress(
             tmp_counter: 0,
             pid: std::process::id(),
             unselected_dirs: Vec::new(),
+            delete_within: (
+                sub.map(normal_path).unwrap_or_default(),
+                snap.paths.iter().map(|p| normal_path(p)).collect(),
+            ),
         };
         let root = walk::TreeAt {
             id: root,

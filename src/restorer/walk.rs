@@ -118,6 +118,10 @@ pub(super) struct TreeRestorer<'scope, 'env> {
     pub(super) pid: u32,
     /// Directories created only to reach included paths.
     pub(super) unselected_dirs: Vec<(PathBuf, Anchor)>,
+    /// For `delete`: the path of the restored tree's root in the snapshot
+    /// (empty, or a `SNAPSHOT:SUBPATH`'s subpath) and the snapshot's
+    /// backed-up paths, at or below which alone anything is deleted.
+    pub(super) delete_within: (String, Vec<String>),
 }
 
 impl<'scope, 'env> TreeRestorer<'scope, 'env> {
@@ -171,7 +175,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         // Before anything of this run is in it: what the snapshot's
         // directory does not hold goes (a directory this run made holds
         // nothing yet).
-        if self.opts.delete && fresh.is_none() {
+        if self.opts.delete && fresh.is_none() && self.may_delete_in(rel) {
             self.delete_extra(dir, &dirfd, &t.nodes, rel, ancestor_included);
         }
         let target = DirTarget {
@@ -233,6 +237,20 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             }
         }
         Ok(())
+    }
+
+    /// Whether `delete` may clear the directory at `rel`: only at or below
+    /// a path the snapshot backed up, never in the directories above it
+    /// (a restore of `/home/ann` into `/` clears nothing in `/` or `/home`
+    /// but what the snapshot holds of `/home/ann`).
+    fn may_delete_in(&self, rel: &str) -> bool {
+        let (base, roots) = &self.delete_within;
+        let full = format!("{}{rel}", base.trim_end_matches('/'));
+        let full = if full.is_empty() { "/" } else { full.as_str() };
+        roots.iter().any(|p| {
+            let p = p.trim_end_matches('/');
+            p.is_empty() || full == p || full.starts_with(&format!("{p}/"))
+        })
     }
 
     /// Removes the entries of directory `dir` (its descriptor `dirfd`;

@@ -2,8 +2,9 @@
 //! snapshot's tree: files, directories, symlinks and special files the
 //! snapshot lacks are removed (a symlink to a directory outside the target
 //! is removed as a link, never followed: what it points to stays), within
-//! what `--include`/`--exclude` select only; `--dry-run` lists what would
-//! go and removes nothing. A restore killed mid-way and run again with
+//! what `--include`/`--exclude` select only, and only at or below the
+//! backed-up path (never beside it, in the directories above it);
+//! `--dry-run` lists what would go and removes nothing. A restore killed mid-way and run again with
 //! `--delete` ends exact too.
 
 use crate::faults::{
@@ -107,12 +108,30 @@ fn restore_delete_leaves_exactly_the_snapshot() {
         fs::read(outside.join("keep.txt")).unwrap(),
         b"outside the target"
     );
-    // What is above the restored tree in the target is the snapshot's
-    // too: an extra file at the target's top goes as well.
+    // The directories above the backed-up path (the target's top, the
+    // path's parents) are not the snapshot's to clear: a restore into `/`
+    // must not delete what is beside the backed-up directory.
     write(&target.join("top.txt"), b"top");
+    write(&got.parent().unwrap().join("beside.txt"), b"beside src");
+    write(&got.join("in-src.txt"), b"in src");
     let s = restore(&repo, &cache, &id, &target, &["--delete"]);
     assert_eq!(s["deleted"], 1, "{s}");
-    assert!(!target.join("top.txt").exists());
+    assert!(target.join("top.txt").exists());
+    assert!(got.parent().unwrap().join("beside.txt").exists());
+    assert!(!got.join("in-src.txt").exists());
+    // A subtree restored into its own target: cleared from the top.
+    let sub_target = t.dir.path().join("sub-target");
+    write(&sub_target.join("old.txt"), b"old");
+    let sub = format!("{id}:{}/d0", src.display());
+    let s = restore(&repo, &cache, &sub, &sub_target, &["--delete"]);
+    assert_eq!(s["deleted"], 1, "{s}");
+    assert!(!sub_target.join("old.txt").exists());
+    let mut want_d0 = manifest(&src.join("d0"));
+    let mut got_d0 = manifest(&sub_target);
+    // The target directory itself is not d0 (its own times aside).
+    want_d0.remove("");
+    got_d0.remove("");
+    assert_same_manifest(&want_d0, &got_d0, "the subtree with --delete");
 }
 
 /// A restore killed with SIGKILL (mid-way when it is still running by
