@@ -92,6 +92,10 @@ pub struct BackupOptions {
     pub ignore_inode: bool,
     /// A file whose ctime alone changed is unchanged (`--ignore-ctime`).
     pub ignore_ctime: bool,
+    /// No second walk counting what there is (`--no-scan`): progress
+    /// shows no totals, percentage or estimate, and the source is read
+    /// once less.
+    pub no_scan: bool,
 }
 
 impl BackupOptions {
@@ -314,7 +318,7 @@ fn run_pipeline(
         let stop = &scan_stop;
         // The totals for a percentage and an ETA cost a second walk: only
         // when something shows them.
-        if progress.wants_totals() {
+        if progress.wants_totals() && !opts.no_scan {
             scope.spawn(|| {
                 let x = &scan_excluder;
                 scan::scan(paths, x, opts.one_file_system, stop, progress)

@@ -101,6 +101,10 @@ pub struct Args {
     /// Take a file whose ctime alone changed as unchanged.
     #[arg(long)]
     pub ignore_ctime: bool,
+    /// Do not count the files first: progress shows no total, percentage
+    /// or time left, and the tree's metadata is read once less.
+    #[arg(long)]
+    pub no_scan: bool,
     /// Record this time as the snapshot's ("YYYY-MM-DD HH:MM:SS" in the
     /// local time zone, or RFC 3339 such as 2024-05-01T12:00:00Z) instead
     /// of now: to import old data, or to test a retention policy.
@@ -263,6 +267,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         skip_if_unchanged: a.skip_if_unchanged,
         ignore_inode: a.ignore_inode,
         ignore_ctime: a.ignore_ctime,
+        no_scan: a.no_scan,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
     let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);

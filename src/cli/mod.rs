@@ -32,6 +32,7 @@ mod cmd_snapshots;
 mod cmd_stats;
 mod cmd_tag;
 mod cmd_unlock;
+mod cmd_version;
 mod filter;
 mod global;
 mod output;
@@ -87,6 +88,7 @@ enum Command {
     Daemon(cmd_daemon::Args),
     Completion(cmd_completion::CompletionArgs),
     Manpage(cmd_completion::ManpageArgs),
+    Version(cmd_version::Args),
     #[cfg(feature = "mount")]
     Mount(cmd_mount::Args),
 }
@@ -149,6 +151,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Daemon(a) => cmd_daemon::run(g, a),
         Command::Completion(a) => cmd_completion::completion(a),
         Command::Manpage(a) => cmd_completion::manpage(g, a),
+        Command::Version(a) => cmd_version::run(g, a),
         #[cfg(feature = "mount")]
         Command::Mount(a) => cmd_mount::run(g, a),
     }

@@ -167,6 +167,9 @@ fn repository_commands(seen: &mut Seen, t: &TestRepo, src: &Path, work: &Path) {
         0,
     );
     json_cli(seen, t, &["unlock"], 0);
+    let v = json_cli(seen, t, &["version"], 0);
+    assert_eq!(v[0]["version"], env!("CARGO_PKG_VERSION"), "{v:?}");
+    assert_eq!(v[0]["format_version"], 5, "{v:?}");
     let caches = json_cli(seen, t, &["cache"], 0);
     assert_eq!(caches[0].as_array().map(Vec::len), Some(1), "{caches:?}");
     json_cli(seen, t, &["cache", "--cleanup", "--max-age", "100000"], 0);

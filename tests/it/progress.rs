@@ -115,6 +115,30 @@ fn json_status_lines_end_at_the_summary() {
     assert_eq!(last["percent_done"], 1.0, "{last}");
 }
 
+/// `backup --no-scan` (restic's flag): no walk counts the files ahead, so
+/// every status line's total is what is done so far and none estimates
+/// the time left; the summary is whole.
+#[test]
+fn backup_no_scan_counts_only_what_is_done() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache, src) = (
+        base.path().join("repo"),
+        base.path().join("cache"),
+        base.path().join("src"),
+    );
+    tree(&src, 200);
+    cli(&repo, &cache, &["init"], 0);
+    let s = src.to_str().unwrap();
+    let lines = json_run(&repo, &cache, &["backup", "--no-scan", s]);
+    let st = check_statuses(&lines, "total_files_processed", "total_bytes_processed");
+    assert!(st.len() > 200, "{} status lines", st.len());
+    for l in &st {
+        assert_eq!(l["total_files"], l["files_done"], "{l}");
+        assert!(l.get("seconds_remaining").is_none(), "{l}");
+    }
+    assert_eq!(lines.last().unwrap()["total_files_processed"], 200);
+}
+
 #[test]
 fn no_progress_without_a_terminal_or_json() {
     let base = tempfile::tempdir().unwrap();

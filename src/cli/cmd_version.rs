@@ -1,0 +1,40 @@
+//! `larder version`: which larder this is (restic's `version`).
+
+use super::Global;
+use super::output::print_json;
+use crate::error::Result;
+use serde::Serialize;
+
+/// Print the version of larder and the platform it was built for.
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+/// What `version --json` prints.
+#[derive(Serialize)]
+struct Version {
+    message_type: &'static str,
+    version: &'static str,
+    os: &'static str,
+    arch: &'static str,
+    /// The repository format version this larder writes and reads.
+    format_version: u8,
+}
+
+pub fn run(g: &Global, _a: Args) -> Result<i32> {
+    let v = Version {
+        message_type: "version",
+        version: env!("CARGO_PKG_VERSION"),
+        os: std::env::consts::OS,
+        arch: std::env::consts::ARCH,
+        format_version: crate::object::FORMAT_VERSION,
+    };
+    if g.json {
+        print_json(&v);
+    } else {
+        println!(
+            "larder {} on {}/{} (repository format {})",
+            v.version, v.os, v.arch, v.format_version
+        );
+    }
+    Ok(0)
+}
