@@ -52,6 +52,8 @@ enum OverwriteArg {
     Always,
     /// Replace it unless its size and mtime already match the snapshot.
     IfChanged,
+    /// Replace it only if the snapshot's file is newer (a later mtime).
+    IfNewer,
     /// Leave it and report it as skipped (the default: a restore never
     /// destroys data that is not in the snapshot unless asked to).
     Never,
@@ -62,6 +64,7 @@ impl From<OverwriteArg> for Overwrite {
         match o {
             OverwriteArg::Always => Overwrite::Always,
             OverwriteArg::IfChanged => Overwrite::IfChanged,
+            OverwriteArg::IfNewer => Overwrite::IfNewer,
             OverwriteArg::Never => Overwrite::Never,
         }
     }

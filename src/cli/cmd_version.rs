@@ -7,6 +7,7 @@ use serde::Serialize;
 
 /// Print the version of larder and the platform it was built for.
 #[derive(clap::Args, Debug)]
+#[command(after_help = "Examples:\n  larder version\n  larder version --json")]
 pub struct Args {}
 
 /// What `version --json` prints.

@@ -50,6 +50,9 @@ pub enum Overwrite {
     Always,
     /// Replace it unless its size and mtime already match the snapshot.
     IfChanged,
+    /// Replace it only if the snapshot's file is newer (its mtime is
+    /// later than the existing one's).
+    IfNewer,
     /// Leave it and report it as skipped (the default: a restore never
     /// destroys data that is not in the snapshot unless asked to).
     Never,

@@ -405,13 +405,15 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 .push(format!("{shown}: a directory is in the way"));
             return Ok(false);
         }
+        let mtime = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
         let same = ft.is_file()
             && n.kind == NodeKind::File
             && md.len() == n.size
-            && md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128 == n.mtime_ns as i128;
+            && mtime == n.mtime_ns as i128;
         let replace = match self.opts.overwrite {
             Overwrite::Always => true,
             Overwrite::IfChanged => !same,
+            Overwrite::IfNewer => (n.mtime_ns as i128) > mtime,
             Overwrite::Never => false,
         };
         if !replace {

@@ -1102,6 +1102,27 @@ fn cli_snapshots_ls_and_restore_options() {
             .any(|l| l.contains("/b.txt") && l.contains("unchanged")),
         "unchanged b.txt skipped: {err}"
     );
+    // if-newer: a file changed here since (a later mtime) stays; one the
+    // snapshot has newer (this copy's mtime set back) is replaced.
+    write(&t4.join("a.txt"), b"edited here after the backup");
+    write(&t4.join("b.txt"), b"an older copy");
+    crate::support::set_mtime(&t4.join("b.txt"), 1_000_000_000_000_000_000);
+    let mut if_newer = full.clone();
+    if_newer.extend(["--overwrite", "if-newer"]);
+    let (_, err) = cli(&repo, &cache, &if_newer, 0);
+    assert_eq!(
+        fs::read(t4.join("a.txt")).unwrap(),
+        b"edited here after the backup"
+    );
+    assert_eq!(
+        fs::read(t4.join("b.txt")).unwrap(),
+        fs::read(src.join("b.txt")).unwrap()
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("skipped:") && l.contains("/a.txt")),
+        "the newer a.txt reported skipped: {err}"
+    );
 }
 
 /// The source tree of the exclude tests, and the relative paths a backup
