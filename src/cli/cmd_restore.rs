@@ -41,6 +41,10 @@ pub struct Args {
     /// what --include/--exclude select (with --dry-run: list it).
     #[arg(long)]
     delete: bool,
+    /// Read each file back before it gets its name and check every
+    /// chunk's bytes against its ID.
+    #[arg(long)]
+    verify: bool,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -83,6 +87,8 @@ struct RestoreSummary<'a> {
     dry_run: bool,
     /// Paths removed because the snapshot lacks them (`--delete`).
     deleted: usize,
+    /// Files read back and found whole (`--verify`).
+    files_verified: u64,
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
@@ -106,6 +112,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         overwrite: a.overwrite.into(),
         numeric_owner: a.numeric_owner,
         delete: a.delete,
+        verify: a.verify,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), true);
     let rep = restorer::restore_with_progress(&repo, &snap, sub, &opts, &progress);
@@ -133,6 +140,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             errors: &rep.errors,
             dry_run: a.dry_run,
             deleted: rep.deleted.len(),
+            files_verified: rep.verified,
         });
     } else if !g.quiet {
         let skipped = if rep.skipped.is_empty() {
@@ -140,13 +148,18 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         } else {
             format!(", {} skipped", rep.skipped.len())
         };
+        let verified = if a.verify && !a.dry_run {
+            format!(", {} verified", rep.verified)
+        } else {
+            String::new()
+        };
         let deleted = match (rep.deleted.len(), a.dry_run) {
             (0, _) => String::new(),
             (n, false) => format!(", {n} deleted"),
             (n, true) => format!(", {n} to delete"),
         };
         println!(
-            "{} snapshot {} to {}: {} files, {} dirs, {} bytes{skipped}{deleted}",
+            "{} snapshot {} to {}: {} files, {} dirs, {} bytes{skipped}{deleted}{verified}",
             if a.dry_run {
                 "would restore"
             } else {

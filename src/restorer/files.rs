@@ -2,8 +2,10 @@
 //! each pack region once, decrypt, decompress and re-hash every blob against
 //! its ID, write it with positioned writes to every file that needs it (an
 //! all-zero chunk is skipped, so sparse files stay sparse), then size, set
-//! the metadata of and name each complete file. Reads and files are handled
-//! in parallel; a file that fails is reported and never shows under its name.
+//! the metadata of and name each complete file (with `verify`, read back
+//! first and checked chunk by chunk against the IDs). Reads and files are
+//! handled in parallel; a file that fails is reported and never shows under
+//! its name.
 
 use super::plan::{self, BlobTargets, Failures, PackRead};
 use super::source::PackSource;
@@ -24,6 +26,8 @@ pub(super) struct BatchOutcome {
     pub(super) files: u64,
     pub(super) bytes: u64,
     pub(super) errors: Vec<String>,
+    /// Files read back and found whole (`verify`).
+    pub(super) verified: u64,
 }
 
 /// A created file: its descriptor and whether it is unnamed (`O_TMPFILE`).
@@ -35,6 +39,7 @@ pub(super) fn write_batch(
     source: &PackSource<'_>,
     dest: &Destination,
     jobs: Vec<FileJob>,
+    verify: bool,
     progress: &dyn Progress,
 ) -> Result<BatchOutcome> {
     let failures = Failures::new(jobs.len());
@@ -45,7 +50,10 @@ pub(super) fn write_batch(
     reads.into_par_iter().for_each(|r| {
         read_and_write(repo, source, r, &files, &failures, &holes, progress);
     });
-    Ok(finish_files(dest, &jobs, failures, files, holes, progress))
+    let verify = verify.then_some(repo);
+    Ok(finish_files(
+        dest, &jobs, failures, files, holes, verify, progress,
+    ))
 }
 
 /// Creates the batch's files in parallel.
@@ -168,6 +176,7 @@ fn finish_files(
     failures: Failures,
     files: Vec<Created>,
     holes: Vec<AtomicBool>,
+    verify: Option<&Repository>,
     progress: &dyn Progress,
 ) -> BatchOutcome {
     let outcomes: Vec<(Option<String>, std::result::Result<(), String>)> = jobs
@@ -176,7 +185,7 @@ fn finish_files(
         .zip(files)
         .zip(holes)
         .map(|(((job, fail), file), hole)| {
-            let out = finish_file(dest, job, fail, file, hole.into_inner());
+            let out = finish_file(dest, job, fail, file, hole.into_inner(), verify);
             if out.1.is_ok() {
                 progress.file_done();
             }
@@ -192,11 +201,50 @@ fn finish_files(
             Ok(()) => {
                 report.files += 1;
                 report.bytes += job.node.size;
+                report.verified += u64::from(verify.is_some());
             }
             Err(e) => report.errors.push(e),
         }
     }
     report
+}
+
+/// Reads `file` back and checks it holds exactly `node`'s content: each
+/// chunk's bytes hash to its ID (the chunk lengths are the index's), and
+/// nothing follows the last. Says why it does not.
+pub(super) fn verify_file(
+    repo: &Repository,
+    file: &File,
+    node: &crate::tree::Node,
+) -> std::result::Result<(), String> {
+    let locs = repo.lookup_many(&node.content).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut off = 0u64;
+    for (id, loc) in node.content.iter().zip(locs) {
+        let loc = loc.ok_or_else(|| format!("chunk {} is not in the index", id.short()))?;
+        buf.resize(loc.entry.plain_len as usize, 0);
+        file.read_exact_at(&mut buf, off)
+            .map_err(|e| format!("cannot read it back at offset {off}: {e}"))?;
+        if repo.keys().blob_id(&buf) != *id {
+            return Err(format!(
+                "the {} bytes at offset {off} are not chunk {}",
+                buf.len(),
+                id.short()
+            ));
+        }
+        off += buf.len() as u64;
+    }
+    let len = file
+        .metadata()
+        .map_err(|e| format!("cannot read its size: {e}"))?
+        .len();
+    if off != node.size || len != node.size {
+        return Err(format!(
+            "it holds {len} bytes and its chunks {off}, the snapshot's size is {}",
+            node.size
+        ));
+    }
+    Ok(())
 }
 
 /// Finishes one file: returns a report of metadata the target refused (the
@@ -207,6 +255,7 @@ fn finish_file(
     fail: Option<String>,
     file: Created,
     hole: bool,
+    verify: Option<&Repository>,
 ) -> (Option<String>, std::result::Result<(), String>) {
     let shown = &job.shown;
     let (Some((file, unnamed)), None) = (file, &fail) else {
@@ -220,6 +269,17 @@ fn finish_file(
     } else {
         Ok(())
     };
+    // Read back before it is named: a file whose bytes are not the
+    // snapshot's never shows under its name.
+    if let (Ok(()), Some(repo)) = (&sized, verify)
+        && let Err(why) = verify_file(repo, &file, &job.node)
+    {
+        drop(file);
+        if !unnamed {
+            remove_tmp(job);
+        }
+        return (None, Err(format!("{shown}: verify failed: {why}")));
+    }
     let (partial, res) = match sized
         .and_then(|()| dest.apply_file_meta(&file, &job.dest, &job.node, job.dir_state.owned))
     {
@@ -234,4 +294,61 @@ fn finish_file(
         remove_tmp(job);
     }
     (partial, res.map_err(|e| format!("{shown}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verify_file;
+    use crate::archiver::{BackupOptions, backup};
+    use crate::progress::NoProgress;
+    use crate::repository::test_repository;
+    use std::io::Write;
+
+    /// A file read back is checked chunk by chunk: the bytes backed up
+    /// pass; one changed byte, one byte more or one fewer does not.
+    #[test]
+    fn a_file_read_back_must_be_the_snapshots_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = test_repository(d.path());
+        let src = d.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        let mut data = vec![0u8; 3 << 20];
+        for (i, b) in data.iter_mut().enumerate() {
+            *b = (i.wrapping_mul(2_654_435_761) >> 13) as u8;
+        }
+        std::fs::write(src.join("f"), &data).unwrap();
+        let opts = BackupOptions {
+            paths: vec![src.clone()],
+            ..BackupOptions::default()
+        };
+        let id = backup(&repo, &opts, &NoProgress)
+            .unwrap()
+            .snapshot_id
+            .unwrap();
+        let snap = crate::snapshot::load(&repo, &id.to_hex()).unwrap();
+        let dir = crate::walker::tree_at(&repo, snap.tree, src.to_str().unwrap()).unwrap();
+        let node = repo.load_tree(&dir).unwrap().nodes.remove(0);
+        assert!(node.content.len() > 1, "one chunk only");
+
+        let check = |bytes: &[u8]| {
+            let p = d.path().join("back");
+            let mut f = std::fs::File::create(&p).unwrap();
+            f.write_all(bytes).unwrap();
+            let f = std::fs::File::open(&p).unwrap();
+            verify_file(&repo, &f, &node)
+        };
+        check(&data).unwrap();
+        let mut flipped = data.clone();
+        flipped[2 << 20] ^= 1;
+        let e = check(&flipped).unwrap_err();
+        assert!(e.contains("are not chunk"), "{e}");
+        let mut longer = data.clone();
+        longer.push(0);
+        assert!(
+            check(&longer).unwrap_err().contains("holds"),
+            "one byte more"
+        );
+        let e = check(&data[..data.len() - 1]).unwrap_err();
+        assert!(e.contains("cannot read it back"), "{e}");
+    }
 }

@@ -72,6 +72,9 @@ pub struct RestoreOptions {
     /// and exclude patterns select, and only at or below the snapshot's
     /// backed-up paths (never in the directories above them).
     pub delete: bool,
+    /// Read each file back once written, before it gets its name, and
+    /// check every chunk's bytes against its ID (restic's `--verify`).
+    pub verify: bool,
 }
 
 /// What a restore did.
@@ -87,6 +90,8 @@ pub struct RestoreReport {
     /// Paths removed (in a dry run: that would be) because the snapshot
     /// does not hold them (`delete`).
     pub deleted: Vec<String>,
+    /// Files read back and found whole (`verify`).
+    pub verified: u64,
 }
 
 /// Restores `snap` (or its subtree `sub`) into `opts.target`, under a

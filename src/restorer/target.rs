@@ -86,7 +86,8 @@ impl Destination {
             match openat(
                 job.dir.as_ref(),
                 ".",
-                OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                // Readable too: `verify` reads the file back before naming it.
+                OFlag::O_TMPFILE | OFlag::O_RDWR | OFlag::O_CLOEXEC,
                 mode,
             ) {
                 Ok(fd) => return Ok((File::from(fd), true)),
@@ -98,7 +99,7 @@ impl Destination {
             }
         }
         let flags =
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
         let fd = openat(job.dir.as_ref(), job.tmp.as_os_str(), flags, mode)?;
         Ok((File::from(fd), false))
     }

@@ -543,9 +543,10 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             return Ok(());
         }
         let (repo, source, dest, progress) = (self.repo, self.source, self.dest, self.progress);
+        let verify = self.opts.verify;
         self.pending.push_back(
             self.scope
-                .spawn(move || files::write_batch(repo, source, dest, jobs, progress)),
+                .spawn(move || files::write_batch(repo, source, dest, jobs, verify, progress)),
         );
         Ok(())
     }
@@ -567,6 +568,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 .map_err(|_| Error::internal("a restore writer thread panicked"))??;
             self.report.files += out.files;
             self.report.bytes += out.bytes;
+            self.report.verified += out.verified;
             self.report.errors.extend(out.errors);
         }
         Ok(())

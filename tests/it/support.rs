@@ -120,6 +120,7 @@ pub fn restore_opts(target: &Path, overwrite: Overwrite) -> RestoreOptions {
         overwrite,
         numeric_owner: false,
         delete: false,
+        verify: false,
     }
 }
 
