@@ -4,6 +4,7 @@ use super::Global;
 use super::filter::FilterArgs;
 use super::output::{print_json, safe};
 use super::progress::{Mode, TermProgress};
+use crate::archiver::with_exclude_files as with_pattern_files;
 use crate::error::Result;
 use crate::restorer::{self, Overwrite, RestoreOptions};
 use crate::snapshot;
@@ -28,6 +29,25 @@ pub struct Args {
     /// Skip paths matching this glob (repeatable).
     #[arg(long)]
     exclude: Vec<String>,
+    /// As --include, without regard to case (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    iinclude: Vec<String>,
+    /// As --exclude, without regard to case (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    iexclude: Vec<String>,
+    /// Read --include patterns from this file, one a line (`#` comments
+    /// and blank lines skipped; repeatable).
+    #[arg(long, value_name = "FILE")]
+    include_file: Vec<PathBuf>,
+    /// Read --exclude patterns from this file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    exclude_file: Vec<PathBuf>,
+    /// Read --iinclude patterns from this file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    iinclude_file: Vec<PathBuf>,
+    /// Read --iexclude patterns from this file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    iexclude_file: Vec<PathBuf>,
     /// Show what would be restored without writing.
     #[arg(long)]
     dry_run: bool,
@@ -106,8 +126,10 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let (sid, snap) = snapshot::resolve(&repo, reference, &a.filter.filter())?;
     let opts = RestoreOptions {
         target: a.target.clone(),
-        include: a.include,
-        exclude: a.exclude,
+        include: with_pattern_files(&a.include, &a.include_file)?,
+        exclude: with_pattern_files(&a.exclude, &a.exclude_file)?,
+        iinclude: with_pattern_files(&a.iinclude, &a.iinclude_file)?,
+        iexclude: with_pattern_files(&a.iexclude, &a.iexclude_file)?,
         dry_run: a.dry_run,
         overwrite: a.overwrite.into(),
         numeric_owner: a.numeric_owner,

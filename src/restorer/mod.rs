@@ -64,6 +64,9 @@ pub struct RestoreOptions {
     pub target: PathBuf,
     pub include: Vec<String>,
     pub exclude: Vec<String>,
+    /// As `include` and `exclude`, matched without regard to case.
+    pub iinclude: Vec<String>,
+    pub iexclude: Vec<String>,
     pub dry_run: bool,
     pub overwrite: Overwrite,
     pub numeric_owner: bool,
@@ -157,17 +160,20 @@ pub fn restore_with_progress(
         prepare_target(opts)?;
     }
     let dest = Destination::new(opts.numeric_owner);
-    let selector = select::Selector::new(&opts.include, &opts.exclude)?;
+    let selector =
+        select::Selector::new(&opts.include, &opts.iinclude, &opts.exclude, &opts.iexclude)?;
+    let filtered = !(opts.include.is_empty()
+        && opts.exclude.is_empty()
+        && opts.iinclude.is_empty()
+        && opts.iexclude.is_empty());
     // What the restore will write, when it is the whole snapshot: no
     // sub-folder, or the snapshot's only backed-up path (the directories
     // above it hold nothing else), and nothing included or excluded.
-    let whole = sub.is_none_or(|s| only_path(&snap.paths, s))
-        && opts.include.is_empty()
-        && opts.exclude.is_empty();
+    let whole = sub.is_none_or(|s| only_path(&snap.paths, s)) && !filtered;
     let source = PackSource::new(repo, whole.then_some(snap.summary.total_bytes));
     let scan_stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        if progress.wants_totals() && opts.include.is_empty() && opts.exclude.is_empty() {
+        if progress.wants_totals() && !filtered {
             let stop = &scan_stop;
             scope.spawn(move || crate::walker::count_files(repo, &[root], false, stop, progress));
         }

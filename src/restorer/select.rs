@@ -1,6 +1,7 @@
 //! Which paths of a snapshot a restore writes: `--include` and `--exclude`
 //! globs on paths relative to the restored tree (`/a/b`). A pattern without
 //! `/` matches that name anywhere; an included directory includes all below.
+//! `--iinclude` and `--iexclude` patterns match without regard to case.
 
 use crate::error::{Error, Result};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -16,21 +17,30 @@ pub(super) struct Selector {
 }
 
 impl Selector {
-    /// Compiles the patterns; an empty include list includes everything.
-    pub(super) fn new(include: &[String], exclude: &[String]) -> Result<Self> {
-        let include_prefixes = if include.is_empty() || include.iter().any(|p| !p.contains('/')) {
+    /// Compiles the patterns (`i*`: matched without regard to case); no
+    /// include pattern at all includes everything.
+    pub(super) fn new(
+        include: &[String],
+        iinclude: &[String],
+        exclude: &[String],
+        iexclude: &[String],
+    ) -> Result<Self> {
+        let bare = include.iter().any(|p| !p.contains('/'));
+        // A case-blind pattern's literal beginning says nothing about
+        // which directories its matches lie in.
+        let include_prefixes = if include.is_empty() || bare || !iinclude.is_empty() {
             None
         } else {
             Some(include.iter().map(|p| literal_prefix(p)).collect())
         };
         Ok(Selector {
-            include: if include.is_empty() {
+            include: if include.is_empty() && iinclude.is_empty() {
                 None
             } else {
-                Some(globset(include)?)
+                Some(globset(include, iinclude)?)
             },
             include_prefixes,
-            exclude: globset(exclude)?,
+            exclude: globset(exclude, iexclude)?,
         })
     }
 
@@ -71,11 +81,18 @@ fn literal_prefix(p: &str) -> String {
     format!("/{}", p[..end].trim_start_matches('/'))
 }
 
-fn globset(pats: &[String]) -> Result<GlobSet> {
+/// One set of `pats` (matched as written) and `ipats` (without regard
+/// to case).
+fn globset(pats: &[String], ipats: &[String]) -> Result<GlobSet> {
     let mut b = GlobSetBuilder::new();
-    for p in pats {
+    let both = pats
+        .iter()
+        .map(|p| (p, false))
+        .chain(ipats.iter().map(|p| (p, true)));
+    for (p, blind) in both {
         let g = GlobBuilder::new(p)
             .literal_separator(true)
+            .case_insensitive(blind)
             .build()
             .map_err(|e| Error::Usage(format!("invalid pattern {p:?}: {e}")))?;
         b.add(g);
@@ -83,6 +100,7 @@ fn globset(pats: &[String]) -> Result<GlobSet> {
             // A bare name matches that name anywhere.
             if let Ok(g) = GlobBuilder::new(&format!("**/{p}"))
                 .literal_separator(true)
+                .case_insensitive(blind)
                 .build()
             {
                 b.add(g);
@@ -99,7 +117,29 @@ mod tests {
 
     fn sel(include: &[&str]) -> Selector {
         let inc: Vec<String> = include.iter().map(|s| s.to_string()).collect();
-        Selector::new(&inc, &[]).unwrap()
+        Selector::new(&inc, &[], &[], &[]).unwrap()
+    }
+
+    #[test]
+    fn case_blind_patterns_match_any_case_and_walk_everything() {
+        let v = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let s = Selector::new(&[], &v(&["*.JPG"]), &[], &v(&["/Tmp"])).unwrap();
+        assert!(s.selected("/photos/a.jpg", false).1);
+        assert!(s.selected("/photos/b.Jpg", false).1);
+        assert!(!s.selected("/photos/c.png", false).1);
+        assert!(
+            !s.selected("/tmp", false).0,
+            "excluded without regard to case"
+        );
+        assert!(!s.selected("/TMP", false).0);
+        // As written, only that case.
+        let exact = Selector::new(&v(&["*.JPG"]), &[], &[], &[]).unwrap();
+        assert!(!exact.selected("/photos/a.jpg", false).1);
+        let path = Selector::new(&v(&["/a/b"]), &v(&["/X/y"]), &[], &[]).unwrap();
+        assert!(
+            path.may_hold_included("/x"),
+            "a case-blind path may be anywhere"
+        );
     }
 
     #[test]

@@ -227,3 +227,89 @@ fn restore_verify_reads_every_file_back() {
     let plain = restore(&repo, &cache, &id, &t.dir.path().join("t2"), &[]);
     assert_eq!(plain["files_verified"], 0, "{plain}");
 }
+
+/// `restore --iinclude/--iexclude` and the `--*-file` forms (restic
+/// 0.17): patterns without regard to case, and patterns read from files
+/// (comments and blank lines skipped), select what is restored.
+#[test]
+fn case_blind_and_file_patterns_select_what_is_restored() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    for f in [
+        "Photos/a.JPG",
+        "Photos/b.jpg",
+        "Photos/c.png",
+        "Junk/x.jpg",
+        "notes.txt",
+    ] {
+        write(&src.join(f), f.as_bytes());
+    }
+    let id = backup_ok(&repo, &cache, &src);
+    let files_in = |target: &Path| {
+        let got = target.join(src.strip_prefix("/").unwrap());
+        let mut v: Vec<String> = walkdir::WalkDir::new(&got)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.path().strip_prefix(&got).unwrap().display().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let t1 = t.dir.path().join("t1");
+    restore(
+        &repo,
+        &cache,
+        &id,
+        &t1,
+        &["--iinclude", "*.jpg", "--iexclude", "junk"],
+    );
+    assert_eq!(files_in(&t1), ["Photos/a.JPG", "Photos/b.jpg"]);
+    let t2 = t.dir.path().join("t2");
+    restore(&repo, &cache, &id, &t2, &["--include", "*.jpg"]);
+    assert_eq!(
+        files_in(&t2),
+        ["Junk/x.jpg", "Photos/b.jpg"],
+        "--include keeps the case"
+    );
+    let list = t.dir.path().join("patterns");
+    write(&list, b"# what to leave out\n\n*.png\n  notes.txt  \n");
+    let t3 = t.dir.path().join("t3");
+    restore(
+        &repo,
+        &cache,
+        &id,
+        &t3,
+        &["--exclude-file", path_str(&list)],
+    );
+    assert_eq!(files_in(&t3), ["Junk/x.jpg", "Photos/a.JPG", "Photos/b.jpg"]);
+    let ilist = t.dir.path().join("ipatterns");
+    write(&ilist, b"*.PNG\n");
+    let t4 = t.dir.path().join("t4");
+    restore(
+        &repo,
+        &cache,
+        &id,
+        &t4,
+        &["--iinclude-file", path_str(&ilist)],
+    );
+    assert_eq!(files_in(&t4), ["Photos/c.png"]);
+    let o = larder_run(
+        &repo,
+        &cache,
+        &[
+            "restore",
+            &id,
+            "--target",
+            path_str(&t4),
+            "--include-file",
+            "/nonexistent/list",
+        ],
+    );
+    assert!(
+        o.code == 1 && o.err.contains("/nonexistent/list"),
+        "{}",
+        o.all()
+    );
+}

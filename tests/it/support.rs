@@ -116,6 +116,8 @@ pub fn restore_opts(target: &Path, overwrite: Overwrite) -> RestoreOptions {
         target: target.to_path_buf(),
         include: vec![],
         exclude: vec![],
+        iinclude: vec![],
+        iexclude: vec![],
         dry_run: false,
         overwrite,
         numeric_owner: false,
