@@ -263,7 +263,7 @@ impl<'r> Packer<'r> {
             &mut self.writer
         };
         w.add(b)?;
-        if w.size() >= self.repo.config().pack_size as usize {
+        if w.size() >= self.repo.pack_size() as usize {
             self.flush_one(tree)?;
         }
         Ok(true)

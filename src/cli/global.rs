@@ -73,6 +73,11 @@ pub struct Global {
         default_value = "auto"
     )]
     pub compression: Compression,
+    /// Close the packs this run writes at this many MiB (4 to 128), as
+    /// restic's flag: larger packs for remote storage mean fewer objects.
+    /// The repository's size (16 MiB unless chosen at init) otherwise.
+    #[arg(long, value_name = "MiB", env = "LARDER_PACK_SIZE", global = true)]
+    pub pack_size: Option<u32>,
     /// Do not lock the repository in commands that only read (restore, ls,
     /// diff, dump, find, stats, check, mount, `cat tree`, `backup
     /// --dry-run`): for read-only or full storage. Unsafe beside a prune.
@@ -246,6 +251,7 @@ impl Global {
         repo.tell_index_problems(warn);
         self.set_lock_options(&repo);
         repo.set_compression(self.compression);
+        repo.set_pack_size(self.pack_size)?;
         self.known_repositories().verify(
             &self.location()?,
             &repo.identity(),

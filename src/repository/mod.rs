@@ -72,6 +72,9 @@ pub struct Repository {
     /// (`0`: raw): the config's, unless [`Repository::set_compression`]
     /// chose another for this run.
     compression_level: AtomicI32,
+    /// The size new packs are closed at through this handle: the
+    /// config's, unless [`Repository::set_pack_size`] chose another.
+    pack_size: std::sync::atomic::AtomicU32,
     /// Sealed tree blobs kept locally, for remote repositories.
     tree_cache: Option<tree_cache::TreeCache>,
     /// The compression dictionaries, once listed (see `dicts.rs`): read
@@ -82,6 +85,11 @@ pub struct Repository {
     /// Dictionary IDs looked for again once already and still missing.
     dict_misses: Mutex<Vec<u32>>,
 }
+
+/// The pack sizes `--pack-size` takes, in MiB (restic's bounds; the
+/// format reads packs up to 1 GiB).
+pub const PACK_SIZE_MIB_MIN: u32 = 4;
+pub const PACK_SIZE_MIB_MAX: u32 = 128;
 
 /// The default cache directory: `$XDG_CACHE_HOME/larder` or `~/.cache/larder`.
 pub fn default_cache_dir() -> PathBuf {
@@ -241,6 +249,7 @@ impl Repository {
             read_lock: Mutex::new(std::sync::Weak::new()),
             lock_retry: Mutex::new((std::time::Duration::ZERO, None)),
             compression_level: AtomicI32::new(config.compression_level),
+            pack_size: std::sync::atomic::AtomicU32::new(config.pack_size),
             config,
             dicts: RwLock::new(None),
             write_dict: Mutex::new(None),
@@ -278,6 +287,28 @@ impl Repository {
     pub fn set_compression(&self, c: Compression) {
         let level = c.level(self.config.compression_level);
         self.compression_level.store(level, Ordering::Relaxed);
+    }
+
+    /// Closes new packs at `mib` MiB from now on (`--pack-size` for one
+    /// run; None: the config's size). Readers need not know it: a pack of
+    /// any size reads the same.
+    pub fn set_pack_size(&self, mib: Option<u32>) -> Result<()> {
+        let bytes = match mib {
+            None => self.config.pack_size,
+            Some(m) if (PACK_SIZE_MIB_MIN..=PACK_SIZE_MIB_MAX).contains(&m) => m << 20,
+            Some(m) => {
+                return Err(Error::Usage(format!(
+                    "--pack-size {m}: give {PACK_SIZE_MIB_MIN} to {PACK_SIZE_MIB_MAX} (MiB)"
+                )));
+            }
+        };
+        self.pack_size.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The size in bytes new packs are closed at.
+    pub fn pack_size(&self) -> u32 {
+        self.pack_size.load(Ordering::Relaxed)
     }
 
     /// The zstd level data blobs are written with (`0`: stored raw).

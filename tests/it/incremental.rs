@@ -574,3 +574,87 @@ fn ignore_inode_and_ctime_take_such_files_as_unchanged() {
     assert_eq!(plain["bytes_read"], total, "{plain}");
     crate::faults::check_passes(&repo, &cache, true, "after the ignore runs");
 }
+
+/// `--pack-size MiB` (restic's flag, and `LARDER_PACK_SIZE`): the packs a
+/// run writes close at that size instead of the repository's (1 MiB in
+/// these tests); every pack still reads back (`check --read-data`) and the
+/// snapshots restore exactly; a size outside 4..=128 MiB is refused.
+#[test]
+fn pack_size_sets_the_size_of_the_packs_a_run_writes() {
+    let t = crate::faults::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let sizes = || -> std::collections::BTreeMap<String, u64> {
+        walkdir::WalkDir::new(repo.join("packs"))
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .collect()
+    };
+    let src = t.dir.path().join("src");
+    crate::faults::fill(&src.join("a"), 5, 6, 2 << 20);
+    crate::faults::larder_ok(&repo, &cache, &["backup", "-q", path_str(&src)]);
+    let before = sizes();
+    assert!(
+        before.values().all(|&s| s < 3 << 20),
+        "default packs: {before:?}"
+    );
+    crate::faults::fill(&src.join("b"), 6, 6, 2 << 20);
+    crate::faults::larder_ok(
+        &repo,
+        &cache,
+        &["--pack-size", "4", "backup", "-q", path_str(&src)],
+    );
+    let after = sizes();
+    let new: Vec<u64> = after
+        .iter()
+        .filter(|(n, _)| !before.contains_key(*n))
+        .map(|(_, s)| *s)
+        .collect();
+    assert!(
+        new.iter().any(|&s| s >= 4 << 20),
+        "no pack of 4 MiB: {new:?}"
+    );
+    assert!(
+        new.iter().filter(|&&s| s >= 1 << 20).count() <= 3,
+        "{new:?}"
+    );
+    // The environment variable, as restic's RESTIC_PACK_SIZE.
+    crate::faults::fill(&src.join("c"), 7, 6, 2 << 20);
+    let mut c = common::larder(&repo, &cache);
+    c.env("LARDER_PACK_SIZE", "8")
+        .args(["backup", "-q", path_str(&src)]);
+    let o = crate::faults::wait_bounded(crate::faults::spawn(c), "LARDER_PACK_SIZE");
+    assert_eq!(o.code, 0, "{}", o.all());
+    let last = sizes();
+    assert!(
+        last.iter()
+            .any(|(n, &s)| !after.contains_key(n) && s >= 8 << 20),
+        "{last:?}"
+    );
+    let o = crate::faults::larder_run(
+        &repo,
+        &cache,
+        &["--pack-size", "2", "backup", path_str(&src)],
+    );
+    assert!(
+        o.code == 1 && o.err.contains("--pack-size 2"),
+        "{}",
+        o.all()
+    );
+    let id = crate::faults::larder_ok(&repo, &cache, &["backup", "--json", path_str(&src)]);
+    let id = crate::faults::snapshot_id_of(&id);
+    let back = t.dir.path().join("back");
+    let got = crate::faults::restore_cli(&repo, &cache, &id, &src, &back);
+    crate::faults::assert_same_manifest(
+        &crate::faults::manifest(&src),
+        &crate::faults::manifest(&got),
+        "--pack-size",
+    );
+    crate::faults::check_passes(&repo, &cache, true, "after runs with other pack sizes");
+}

@@ -283,7 +283,10 @@ fn case_blind_and_file_patterns_select_what_is_restored() {
         &t3,
         &["--exclude-file", path_str(&list)],
     );
-    assert_eq!(files_in(&t3), ["Junk/x.jpg", "Photos/a.JPG", "Photos/b.jpg"]);
+    assert_eq!(
+        files_in(&t3),
+        ["Junk/x.jpg", "Photos/a.JPG", "Photos/b.jpg"]
+    );
     let ilist = t.dir.path().join("ipatterns");
     write(&ilist, b"*.PNG\n");
     let t4 = t.dir.path().join("t4");

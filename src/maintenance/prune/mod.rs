@@ -382,7 +382,7 @@ fn decide(
     let used: u64 = partly.iter().map(|p| p.used_bytes).sum();
     let limit = opts.max_unused.allowed_beside(used);
     let budget = opts.max_repack_size.unwrap_or(u64::MAX);
-    let small = (repo.config().pack_size as u64) * 4 / 5;
+    let small = (repo.pack_size() as u64) * 4 / 5;
     let mut repack = Vec::new();
     let mut spent = 0u64;
     let mut smalls = 0usize;
