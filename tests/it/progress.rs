@@ -13,7 +13,7 @@ use larder::maintenance::prune::{MaxUnused, PruneOptions, prune_with_progress};
 use larder::progress::Progress;
 use larder::snapshot::{self, Filter};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -24,6 +24,20 @@ fn tree(root: &Path, n: usize) {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, rand_bytes(i as u64, 1000 + i * 997)).unwrap();
     }
+}
+
+/// A new repository (`repo`, `cache`) and a tree `src` of `n` files, in
+/// a temporary directory (removed on drop).
+fn initialized_with_tree(n: usize) -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache, src) = (
+        base.path().join("repo"),
+        base.path().join("cache"),
+        base.path().join("src"),
+    );
+    tree(&src, n);
+    cli(&repo, &cache, &["init"], 0);
+    (base, repo, cache, src)
 }
 
 /// `larder ARGS` with a status line after every file; its JSON lines.
@@ -77,14 +91,7 @@ fn check_statuses(
 
 #[test]
 fn json_status_lines_end_at_the_summary() {
-    let base = tempfile::tempdir().unwrap();
-    let (repo, cache, src) = (
-        base.path().join("repo"),
-        base.path().join("cache"),
-        base.path().join("src"),
-    );
-    tree(&src, 60);
-    cli(&repo, &cache, &["init"], 0);
+    let (base, repo, cache, src) = initialized_with_tree(60);
     let s = src.to_str().unwrap();
     let lines = json_run(&repo, &cache, &["backup", s]);
     let st = check_statuses(&lines, "total_files_processed", "total_bytes_processed");
@@ -120,14 +127,7 @@ fn json_status_lines_end_at_the_summary() {
 /// the time left; the summary is whole.
 #[test]
 fn backup_no_scan_counts_only_what_is_done() {
-    let base = tempfile::tempdir().unwrap();
-    let (repo, cache, src) = (
-        base.path().join("repo"),
-        base.path().join("cache"),
-        base.path().join("src"),
-    );
-    tree(&src, 200);
-    cli(&repo, &cache, &["init"], 0);
+    let (_base, repo, cache, src) = initialized_with_tree(200);
     let s = src.to_str().unwrap();
     let lines = json_run(&repo, &cache, &["backup", "--no-scan", s]);
     let st = check_statuses(&lines, "total_files_processed", "total_bytes_processed");
@@ -141,14 +141,7 @@ fn backup_no_scan_counts_only_what_is_done() {
 
 #[test]
 fn no_progress_without_a_terminal_or_json() {
-    let base = tempfile::tempdir().unwrap();
-    let (repo, cache, src) = (
-        base.path().join("repo"),
-        base.path().join("cache"),
-        base.path().join("src"),
-    );
-    tree(&src, 20);
-    cli(&repo, &cache, &["init"], 0);
+    let (base, repo, cache, src) = initialized_with_tree(20);
     let mut c = larder(&repo, &cache);
     c.env("LARDER_PROGRESS_INTERVAL_MS", "0")
         .arg("backup")

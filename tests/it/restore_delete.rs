@@ -14,7 +14,7 @@ use crate::faults::{
 use crate::support::{json_lines, path_str, write};
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Extra things in a restored tree `got` (under `src`'s absolute path):
 /// a file, a directory with files, a symlink to a directory `outside`
@@ -27,6 +27,20 @@ fn litter(got: &Path, outside: &Path) {
     symlink("/nonexistent", got.join("dangling")).unwrap();
     nix::unistd::mkfifo(&got.join("d2/fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
 }
+
+/// A repository with one backup of `src` (`n` files of `size` bytes,
+/// filled from `seed`): the repository, `src`, the snapshot's id and
+/// `src`'s manifest then.
+fn backed_up(seed: u64, n: u64, size: usize) -> (crate::common::TestRepo, PathBuf, String, Want) {
+    let t = cli_repo();
+    let src = t.dir.path().join("src");
+    fill(&src, seed, n, size);
+    let id = backup_ok(&t.repo_path(), &t.cache_path(), &src);
+    let want = manifest(&src);
+    (t, src, id, want)
+}
+
+type Want = std::collections::BTreeMap<String, String>;
 
 fn restore(repo: &Path, cache: &Path, id: &str, target: &Path, args: &[&str]) -> serde_json::Value {
     let o = larder_ok(
@@ -43,12 +57,8 @@ fn restore(repo: &Path, cache: &Path, id: &str, target: &Path, args: &[&str]) ->
 
 #[test]
 fn restore_delete_leaves_exactly_the_snapshot() {
-    let t = cli_repo();
+    let (t, src, id, want) = backed_up(1, 6, 30 << 10);
     let (repo, cache) = (t.repo_path(), t.cache_path());
-    let src = t.dir.path().join("src");
-    fill(&src, 1, 6, 30 << 10);
-    let id = backup_ok(&repo, &cache, &src);
-    let want = manifest(&src);
     let target = t.dir.path().join("target");
     let got = target.join(src.strip_prefix("/").unwrap());
     let outside = t.dir.path().join("outside");
@@ -141,12 +151,8 @@ fn restore_delete_leaves_exactly_the_snapshot() {
 /// snapshot.
 #[test]
 fn a_killed_restore_then_restore_delete_is_exact() {
-    let t = cli_repo();
+    let (t, src, id, want) = backed_up(2, 60, 200 << 10);
     let (repo, cache) = (t.repo_path(), t.cache_path());
-    let src = t.dir.path().join("src");
-    fill(&src, 2, 60, 200 << 10);
-    let id = backup_ok(&repo, &cache, &src);
-    let want = manifest(&src);
     let target = t.dir.path().join("target");
     let got = target.join(src.strip_prefix("/").unwrap());
     let c = crate::faults::larder_cmd(
