@@ -116,7 +116,7 @@ pub struct Args {
 /// DST change skips or repeats is taken as jiff's "compatible" choice: the
 /// later one for a gap, the earlier one for a fold), or RFC 3339 with an
 /// offset. Returns nanoseconds since the Unix epoch.
-fn parse_time(text: &str, tz: &jiff::tz::TimeZone) -> Result<i64> {
+pub(super) fn parse_time(text: &str, tz: &jiff::tz::TimeZone) -> Result<i64> {
     let bad = |why: String| {
         Error::Usage(format!(
             "--time {text:?}: {why} (expected \"YYYY-MM-DD HH:MM:SS\" in the local time zone, \

@@ -9,7 +9,8 @@ use crate::maintenance::rewrite::{self, RewriteOptions, RewriteReport};
 use crate::snapshot::select;
 use std::path::PathBuf;
 
-/// Rewrite snapshots to leave out files (a secret, a cache caught by mistake).
+/// Rewrite snapshots to leave out files (a secret, a cache caught by
+/// mistake), or to give them another host or time.
 ///
 /// Patterns are those of `backup --exclude`: without `/` a name anywhere,
 /// with `/` an absolute path (a directory takes what is beneath it). The
@@ -22,7 +23,8 @@ use std::path::PathBuf;
 #[command(after_help = "Examples:
   larder rewrite --exclude '/home/me/.env' --dry-run
   larder rewrite --exclude '*.key' --exclude-file ~/excludes --forget
-  larder rewrite -e /home/me/huge.iso 1a2b3c4d && larder prune")]
+  larder rewrite -e /home/me/huge.iso 1a2b3c4d && larder prune
+  larder rewrite --host oldname --new-host newname --forget")]
 pub struct Args {
     /// Snapshots to rewrite (ids, prefixes or `latest`; default: all that
     /// pass the filters).
@@ -34,6 +36,13 @@ pub struct Args {
     /// Read exclude globs from this file, one a line (repeatable).
     #[arg(long, value_name = "FILE")]
     exclude_file: Vec<PathBuf>,
+    /// Give the new snapshots this host (a machine renamed).
+    #[arg(long, value_name = "HOST")]
+    new_host: Option<String>,
+    /// Give the new snapshots this time ("YYYY-MM-DD HH:MM:SS", local, or
+    /// RFC 3339 with an offset).
+    #[arg(long, value_name = "TIME")]
+    new_time: Option<String>,
     /// Remove the original snapshots once the new ones are saved.
     #[arg(long)]
     forget: bool,
@@ -50,6 +59,12 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         excludes: with_exclude_files(&a.excludes, &a.exclude_file)?,
         forget: a.forget,
         dry_run: a.dry_run,
+        new_host: a.new_host.clone(),
+        new_time: a
+            .new_time
+            .as_deref()
+            .map(|t| super::cmd_backup::parse_time(t, &jiff::tz::TimeZone::system()))
+            .transpose()?,
     };
     let repo = g.open()?;
     let (snaps, bad) = select(&repo, &a.snapshots, &a.filter.filter())?;

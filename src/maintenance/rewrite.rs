@@ -1,5 +1,6 @@
 //! `rewrite`: new snapshots whose trees leave out excluded paths, as
-//! restic's `rewrite --exclude`. The globs are `backup --exclude`'s (the
+//! restic's `rewrite --exclude`, and (`--new-host`, `--new-time`, restic
+//! 0.17) whose host or time is another. The globs are `backup --exclude`'s (the
 //! archiver's [`Excluder`]: without `/` a name anywhere, with `/` the
 //! absolute path, a directory taking what is beneath it). A directory
 //! whose contents lose nothing keeps its tree id; only the trees on the way
@@ -45,6 +46,12 @@ pub struct RewriteOptions {
     pub forget: bool,
     /// Report what would be removed; write nothing.
     pub dry_run: bool,
+    /// Give the new snapshots this host (restic's `--new-host`: a machine
+    /// renamed, whose next backups would find no parent).
+    pub new_host: Option<String>,
+    /// Give the new snapshots this time, in nanoseconds since the Unix
+    /// epoch (`--new-time`).
+    pub new_time: Option<i64>,
 }
 
 /// What happened to one snapshot that had something to exclude.
@@ -102,9 +109,9 @@ pub fn rewrite(
     snaps: &[(Id, Snapshot)],
     opts: &RewriteOptions,
 ) -> Result<RewriteReport> {
-    if opts.excludes.is_empty() {
+    if opts.excludes.is_empty() && opts.new_host.is_none() && opts.new_time.is_none() {
         return Err(Error::Usage(
-            "nothing to exclude: give --exclude or --exclude-file".into(),
+            "nothing to change: give --exclude, --exclude-file, --new-host or --new-time".into(),
         ));
     }
     let excluder = Excluder::from_globs(&opts.excludes)?;
@@ -140,10 +147,25 @@ pub fn rewrite(
     let mut planned: Vec<(Id, Snapshot, Removed)> = Vec::new();
     for (id, snap) in &snaps {
         report.checked += 1;
-        let r = rw.tree(snap.tree, b"")?;
-        if let Some(tree) = r.new {
+        let r = if opts.excludes.is_empty() {
+            Rewritten {
+                new: None,
+                removed: Rc::default(),
+            }
+        } else {
+            rw.tree(snap.tree, b"")?
+        };
+        let host = opts.new_host.as_ref().filter(|h| **h != snap.hostname);
+        let time = opts.new_time.filter(|t| *t != snap.time_ns);
+        if r.new.is_some() || host.is_some() || time.is_some() {
             let mut s = snap.clone();
-            s.tree = tree;
+            s.tree = r.new.unwrap_or(snap.tree);
+            if let Some(h) = host {
+                s.hostname = h.clone();
+            }
+            if let Some(t) = time {
+                s.time_ns = t;
+            }
             s.original = Some(snap.original.unwrap_or(*id));
             if !opts.forget && !s.tags.iter().any(|t| t == REWRITE_TAG) {
                 s.tags.push(REWRITE_TAG.to_string());

@@ -809,3 +809,71 @@ fn manpage_writes_pages_with_the_help_text() {
         assert!(man.join(name).exists(), "{name}");
     }
 }
+
+/// `rewrite --new-host/--new-time` (restic 0.17): the new snapshots carry
+/// the host and time asked for and the same tree; with `--forget` the
+/// originals go; run again, nothing changes; the renamed host's next
+/// backup finds its parent there; nothing to change is refused.
+#[test]
+fn rewrite_new_host_and_time_change_only_those() {
+    let f = fixture();
+    let (repo, cache) = (f.t.repo_path(), f.t.cache_path());
+    let before = load(&f.t, &f.second);
+    let mut c = crate::common::larder(&repo, &cache);
+    c.env("TZ", "UTC").args([
+        "--json",
+        "rewrite",
+        &f.second,
+        "--new-host",
+        "renamed-box",
+        "--new-time",
+        "2020-01-02 03:04:05",
+        "--forget",
+    ]);
+    let (code, out, err) = crate::support::run(c);
+    assert_eq!(code, 0, "{out}{err}");
+    let rep: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let new = rep["rewritten"][0]["new_snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !snapshot_exists(&f.t, &f.second),
+        "the original is still there"
+    );
+    let after = load(&f.t, &new);
+    assert_eq!(after.hostname, "renamed-box");
+    assert_eq!(after.time_ns, 1_577_934_245 * 1_000_000_000);
+    assert_eq!(after.tree, before.tree, "the tree changed");
+    assert_eq!((&after.paths, &after.tags), (&before.paths, &before.tags));
+    // Again: already so, nothing rewritten.
+    let o = crate::faults::larder_ok(
+        &repo,
+        &cache,
+        &["--json", "rewrite", &new, "--new-host", "renamed-box"],
+    );
+    let rep: serde_json::Value = serde_json::from_str(&o.out).unwrap();
+    assert_eq!(rep["rewritten"], serde_json::json!([]), "{rep}");
+    // The renamed machine's next backup takes it as its parent.
+    let o = crate::faults::larder_ok(
+        &repo,
+        &cache,
+        &[
+            "backup",
+            "--json",
+            "--host",
+            "renamed-box",
+            path_str(&f.src),
+        ],
+    );
+    let s = crate::support::json_lines(&o.out).pop().unwrap();
+    assert_eq!(s["parent"], new.as_str(), "{s}");
+    assert_eq!(s["files_unmodified"], s["total_files_processed"], "{s}");
+    let o = crate::faults::larder_run(&repo, &cache, &["rewrite", &f.first]);
+    assert!(
+        o.code == 1 && o.err.contains("nothing to change"),
+        "{}",
+        o.all()
+    );
+    crate::faults::check_passes(&repo, &cache, true, "after the metadata rewrite");
+}
