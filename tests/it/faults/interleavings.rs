@@ -877,7 +877,7 @@ fn standing_for(dir: &Path, id: &str) -> Vec<serde_json::Value> {
 /// Two commands that replace or remove one snapshot, one held at each
 /// open while the other runs to its end: `tag` (and `rewrite --forget`)
 /// beside `forget` of the snapshot it changes, and `tag` beside another
-/// `tag` of it. A snapshot
+/// `tag` of it, and `rewrite --new-host` beside a `tag`. A snapshot
 /// that `forget` removed does not come back (as a `tag` saved after it
 /// read the snapshot would bring it), and two changes of one snapshot do
 /// not leave two snapshots in its place. Either command may lose with
@@ -895,11 +895,14 @@ fn snapshot_changes_at_each_open_beside_each_other() {
     let tag_x: &[&str] = &["tag", "--add", "x", &first];
     // `d0` is in every snapshot, so the rewrite always saves a new one.
     let rewrite: &[&str] = &["rewrite", "--exclude", "d0", "--forget", &first];
-    let pairs: [(&[&str], Vec<&str>); 4] = [
+    // A metadata rewrite saves a new one without writing a tree.
+    let rename: &[&str] = &["rewrite", "--new-host", "renamed", "--forget", &first];
+    let pairs: [(&[&str], Vec<&str>); 5] = [
         (tag_x, vec!["forget", &first]),
         (&["forget", &first], vec!["tag", "--add", "x", &first]),
         (tag_x, vec!["tag", "--add", "y", &first]),
         (rewrite, vec!["forget", &first]),
+        (rename, vec!["tag", "--add", "y", &first]),
     ];
     for (held, beside) in pairs {
         let forgets = held[0] == "forget" || beside[0] == "forget";
