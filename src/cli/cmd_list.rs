@@ -22,11 +22,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut closed = false;
-    let mut write = |l: &str| -> std::io::Result<()> {
-        writeln!(out, "{l}")?;
-        Ok(())
-    };
-    let listed = list(&repo, what, |l| match write(l) {
+    let listed = list(&repo, what, |l| match writeln!(out, "{l}") {
         Ok(()) => Ok(()),
         // The reader went away (`larder list blobs | head`): stop quietly.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
