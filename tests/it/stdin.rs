@@ -42,11 +42,19 @@ fn start(repo: &Path, cache: &Path, args: &[&str]) -> Child {
     c.spawn().unwrap()
 }
 
-/// Backs up `data` through standard input; the run's output.
+/// Backs up `data` through standard input; the run's output. A run that
+/// refuses its arguments exits without reading the stream, so a broken
+/// pipe while writing it is left for the run's own output to explain.
 fn backup_stream(repo: &Path, cache: &Path, data: &[u8], args: &[&str]) -> crate::faults::Out {
     let mut child = start(repo, cache, args);
     let mut input = child.stdin.take().unwrap();
-    input.write_all(data).unwrap();
+    if let Err(e) = input.write_all(data) {
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::BrokenPipe,
+            "writing the stream: {e}"
+        );
+    }
     drop(input);
     wait_bounded(child, "backup --stdin")
 }
