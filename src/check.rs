@@ -46,6 +46,9 @@ pub struct CheckReport {
     pub verified: Option<Coverage>,
     /// What is wrong: each names the object; any makes `check` fail.
     pub problems: Vec<String>,
+    /// The packs whose data read found a problem (full ids): what
+    /// `repair packs` salvages.
+    pub damaged_packs: Vec<String>,
     /// What is worth knowing but not wrong: packs an interrupted backup
     /// left for the next one to index, a local cache that was repaired.
     pub notices: Vec<String>,
@@ -132,6 +135,9 @@ fn read_data(
             }
             let clean = v.problems.is_empty();
             r.problems.extend(v.problems);
+            if !clean {
+                r.damaged_packs.push(id.to_hex());
+            }
             if clean {
                 log.record(id, run, crate::host::now_secs())?;
             }

@@ -1,5 +1,6 @@
 //! `find`: which snapshots hold entries whose name (or full path) matches a
-//! glob, or which files and directories use a given data blob or tree.
+//! glob, or which files and directories use a given data blob or tree, or
+//! a data blob of a given pack.
 //!
 //! The cost follows the number of distinct trees visited, not the number of
 //! snapshots: each tree is loaded once and what matched below it is kept as
@@ -16,12 +17,13 @@
 
 use crate::error::{Error, Result};
 use crate::id::Id;
+use crate::pack::BlobType;
 use crate::repository::Repository;
 use crate::snapshot::Snapshot;
 use crate::tree::{Node, NodeKind};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -37,6 +39,9 @@ pub enum FindMode {
     Blobs,
     /// Tree ids (hex, prefixes allowed): directories with that tree.
     Trees,
+    /// Pack ids (hex, prefixes that name one pack): files whose content
+    /// uses a data blob the pack holds, by the index.
+    Packs,
 }
 
 /// What to look for.
@@ -97,8 +102,15 @@ enum Item {
 
 /// The compiled patterns.
 enum Matcher {
-    Globs { names: GlobSet, paths: GlobSet },
-    Ids(Vec<String>),
+    Globs {
+        names: GlobSet,
+        paths: GlobSet,
+    },
+    /// Whole ids (a set, for the thousands a pack holds) and prefixes.
+    Ids {
+        whole: HashSet<Id>,
+        prefixes: Vec<String>,
+    },
 }
 
 impl Matcher {
@@ -117,7 +129,10 @@ impl Matcher {
                 }
                 ids.push(p);
             }
-            return Ok(Matcher::Ids(ids));
+            return Ok(Matcher::Ids {
+                whole: HashSet::new(),
+                prefixes: ids,
+            });
         }
         let (mut names, mut paths) = (GlobSetBuilder::new(), GlobSetBuilder::new());
         for p in &opts.patterns {
@@ -143,6 +158,27 @@ impl Matcher {
         })
     }
 
+    /// The data blobs the index places in the packs `patterns` name.
+    fn of_packs(repo: &Repository, patterns: &[String]) -> Result<Matcher> {
+        if patterns.is_empty() {
+            return Err(Error::Usage("find: give at least one pack".into()));
+        }
+        let mut whole = HashSet::new();
+        for pack in repo.resolve_packs(patterns)? {
+            let blobs = repo.index()?.blobs_in_pack(&pack)?;
+            whole.extend(
+                blobs
+                    .iter()
+                    .filter(|e| e.ty == BlobType::Data)
+                    .map(|e| e.id),
+            );
+        }
+        Ok(Matcher::Ids {
+            whole,
+            prefixes: Vec::new(),
+        })
+    }
+
     /// Whether matching depends on where a tree sits.
     fn by_path(&self) -> bool {
         matches!(self, Matcher::Globs { paths, .. } if !paths.is_empty())
@@ -150,9 +186,11 @@ impl Matcher {
 
     fn id_matches(&self, id: &Id) -> bool {
         match self {
-            Matcher::Ids(ids) => {
-                let hex = id.to_hex();
-                ids.iter().any(|p| hex.starts_with(p.as_str()))
+            Matcher::Ids { whole, prefixes } => {
+                whole.contains(id) || {
+                    let hex = id.to_hex();
+                    prefixes.iter().any(|p| hex.starts_with(p.as_str()))
+                }
             }
             Matcher::Globs { .. } => false,
         }
@@ -199,7 +237,7 @@ impl Finder<'_> {
                 }
                 None
             }
-            (m, FindMode::Blobs) if n.kind == NodeKind::File => {
+            (m, FindMode::Blobs | FindMode::Packs) if n.kind == NodeKind::File => {
                 Some(*n.content.iter().find(|c| m.id_matches(c))?)
             }
             (m, FindMode::Trees) => Some(n.subtree.filter(|s| m.id_matches(s))?),
@@ -302,8 +340,11 @@ pub fn find(
     opts: &FindOptions,
     on_match: &mut dyn FnMut(&Found<'_>),
 ) -> Result<FindStats> {
-    let matcher = Matcher::new(opts)?;
     let _lock = repo.lock_for_reading()?;
+    let matcher = match opts.mode {
+        FindMode::Packs => Matcher::of_packs(repo, &opts.patterns)?,
+        _ => Matcher::new(opts)?,
+    };
     let mut f = Finder {
         repo,
         opts,

@@ -91,6 +91,12 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     if rep.ok() {
         Ok(0)
     } else {
+        if !rep.damaged_packs.is_empty() && !g.json {
+            eprintln!(
+                "larder: to salvage what the damaged packs still hold: larder repair packs {}",
+                rep.damaged_packs.join(" ")
+            );
+        }
         eprintln!("larder: check found {} problem(s)", rep.problems.len());
         Ok(1)
     }

@@ -9,23 +9,25 @@ use crate::find::{self, FindMode, FindOptions, Found};
 use crate::snapshot::select;
 use serde::Serialize;
 
-/// Find files and directories in snapshots by name, path, blob or tree.
+/// Find files and directories in snapshots by name, path, blob, tree or pack.
 ///
 /// A pattern without `/` is a glob on names (`*`, `?`, `[a-z]`, `{a,b}`);
 /// one with `/` matches the whole path in the snapshot (`*` then stops at
 /// `/`, `**` crosses it). With --blob or --tree the patterns are ids (or
 /// hex prefixes) and the files using the data blob, or the directories
-/// with the tree, are listed. Prints snapshot, type, size, modification
-/// time and path, one match a line.
+/// with the tree, are listed; with --pack they name packs, and the files
+/// using a data blob the pack holds are listed. Prints snapshot, type,
+/// size, modification time and path, one match a line.
 #[derive(clap::Args, Debug)]
 #[command(after_help = "Examples:
   larder find '*.pdf'
   larder find -i 'report*' --snapshot latest --host laptop
   larder find '/home/me/**/secret.env' --newest '2026-01-31'
   larder find --blob 3f2a9c1d           # which files use this blob (after `check` names it)
-  larder find --tree 1a2b3c4d --json")]
+  larder find --tree 1a2b3c4d --json
+  larder find --pack 5e6f7a8b           # which files a damaged pack holds data of")]
 pub struct Args {
-    /// Globs (or, with --blob/--tree, ids or hex prefixes).
+    /// Globs (or, with --blob/--tree/--pack, ids or hex prefixes).
     #[arg(required = true, value_name = "PATTERN")]
     patterns: Vec<String>,
     /// Only search this snapshot (repeatable; id, prefix or `latest`).
@@ -41,11 +43,15 @@ pub struct Args {
     #[arg(short = 'i', long)]
     ignore_case: bool,
     /// The patterns are data blob ids: list the files that use them.
-    #[arg(long, conflicts_with = "tree")]
+    #[arg(long, conflicts_with_all = ["tree", "pack"])]
     blob: bool,
     /// The patterns are tree ids: list the directories with that tree.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pack")]
     tree: bool,
+    /// The patterns are pack ids (or prefixes naming one pack): list the
+    /// files that use a data blob the pack holds, by the index.
+    #[arg(long)]
+    pack: bool,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -156,6 +162,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             FindMode::Blobs
         } else if a.tree {
             FindMode::Trees
+        } else if a.pack {
+            FindMode::Packs
         } else {
             FindMode::Names
         },

@@ -1,4 +1,5 @@
 //! `larder repair index`: rebuild the index from the pack headers.
+//! `larder repair packs`: salvage the readable blobs of damaged packs.
 //! `larder repair snapshots`: new snapshots without what is lost.
 
 use super::Global;
@@ -6,13 +7,17 @@ use super::filter::FilterArgs;
 use super::output::{print_json, safe, warn_vanished};
 use crate::error::Result;
 use crate::id::Id;
+use crate::maintenance::repair_packs::{self, Outcome, RepairPacksReport};
 use crate::maintenance::repair_snapshots::{self, Change, RepairOptions, RepairReport};
 use crate::snapshot::Snapshot;
 use crate::snapshot::select;
 
 /// Repair repository metadata.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  larder repair index\n  larder repair snapshots --dry-run")]
+#[command(
+    after_help = "Examples:\n  larder repair index\n  larder repair packs 1a2b3c4d\n  \
+    larder repair snapshots --dry-run"
+)]
 pub struct Args {
     #[command(subcommand)]
     cmd: RepairCmd,
@@ -23,6 +28,20 @@ enum RepairCmd {
     /// Rebuild `index/` from the pack headers.
     #[command(after_help = "Example:\n  larder repair index")]
     Index,
+    /// Salvage damaged packs (named by `check --read-data`): the blobs that
+    /// still decrypt and hash to their ids are copied into new packs, and
+    /// the damaged packs are deleted. A pack found intact is left alone.
+    #[command(
+        after_help = "What is lost is missing from the index afterwards: a backup of the \
+same paths stores it again from the files still on disk, and `larder repair snapshots \
+--forget` removes what no file can give back. Takes an exclusive lock.
+
+Examples:
+  larder check --read-data
+  larder repair packs 1a2b3c4d 5e6f7a8b
+  larder backup ~ && larder repair snapshots --forget"
+    )]
+    Packs(PacksArgs),
     /// Rewrite snapshots whose trees reference missing data: files with a
     /// missing chunk are removed (or cut with --truncate), directories that
     /// cannot be read become empty; the new snapshots are tagged `repaired`.
@@ -36,6 +55,13 @@ Examples:
   larder repair snapshots 1a2b3c4d --truncate"
     )]
     Snapshots(SnapshotsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct PacksArgs {
+    /// The packs to salvage: ids, or prefixes that name one pack.
+    #[arg(required = true, value_name = "PACK")]
+    packs: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -75,8 +101,54 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             }
             Ok(if rep.problems.is_empty() { 0 } else { 1 })
         }
+        RepairCmd::Packs(p) => packs(g, p),
         RepairCmd::Snapshots(s) => snapshots(g, s),
     }
+}
+
+fn packs(g: &Global, a: PacksArgs) -> Result<i32> {
+    crate::interrupt::install_handlers()?;
+    let repo = g.open()?;
+    let ids = repo.resolve_packs(&a.packs)?;
+    let rep = repair_packs::repair_packs(&repo, &ids)?;
+    let lost = rep.lost();
+    if g.json {
+        print_json(&rep);
+    } else if !g.quiet {
+        print_packs(&rep);
+    }
+    if lost > 0 {
+        eprintln!(
+            "warning: {lost} blob(s) could not be salvaged and are no longer in the index: back \
+             up the same paths again (files still on disk are stored again), then run \
+             `larder repair snapshots --forget` for what is still missing"
+        );
+    }
+    Ok(0)
+}
+
+fn print_packs(rep: &RepairPacksReport) {
+    for p in &rep.packs {
+        let short = &p.pack[..8.min(p.pack.len())];
+        for problem in &p.problems {
+            println!("pack {short}: {}", safe(problem));
+        }
+        match p.outcome {
+            Outcome::Intact => println!("pack {short}: every blob verified; left as it is"),
+            Outcome::Repaired => println!(
+                "pack {short}: {} blob(s) salvaged, {} lost; pack deleted",
+                p.salvaged,
+                p.lost.len()
+            ),
+        }
+        for b in &p.lost {
+            println!("  lost {} blob {}: {}", b.ty, &b.id[..8], safe(&b.reason));
+        }
+    }
+    println!(
+        "wrote {} new pack(s) holding {} salvaged blob(s)",
+        rep.written.packs_written, rep.written.blobs_added
+    );
 }
 
 fn snapshots(g: &Global, a: SnapshotsArgs) -> Result<i32> {

@@ -1022,6 +1022,26 @@ impl Index {
         }
         Ok(out)
     }
+
+    /// Which of `ids` the index also places in a pack other than `pack`,
+    /// one no deletion plan marks (a copy that stays).
+    pub fn copies_elsewhere(&mut self, pack: &Id, ids: &[Id]) -> Result<HashSet<Id>> {
+        self.materialize()?;
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT 1 FROM blobs b JOIN packs p ON p.num = b.pack
+                 WHERE b.id = ?1 AND p.id != ?2 AND b.marked = 0 LIMIT 1",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut out = HashSet::new();
+        for id in ids {
+            if st.exists(params![id.0, pack.0]).map_err(|e| self.err(e))? {
+                out.insert(*id);
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The segments a cache (or a transaction on it) has absorbed.

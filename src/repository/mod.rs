@@ -7,6 +7,7 @@
 pub mod cache_dirs;
 mod config;
 mod dicts;
+mod pack_ids;
 mod repair;
 mod tree_cache;
 pub mod trust;

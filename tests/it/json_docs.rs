@@ -176,6 +176,10 @@ fn repository_commands(seen: &mut Seen, t: &TestRepo, src: &Path, work: &Path) {
     let rec = json_cli(seen, t, &["recover", "--dry-run"], 0);
     assert!(rec[0]["lost"].is_array(), "{rec:?}");
     json_cli(seen, t, &["repair", "index"], 0);
+    let (packs, _) = cli(&t.repo_path(), &t.cache_path(), &["list", "packs"], 0);
+    let pack = packs.lines().next().unwrap().to_string();
+    let rp = json_cli(seen, t, &["repair", "packs", &pack], 0);
+    assert_eq!(rp[0]["packs"][0]["outcome"], "intact", "{rp:?}");
     json_cli(seen, t, &["repair", "snapshots", "--dry-run"], 0);
     let man = work.join("man");
     json_cli(seen, t, &["manpage", path_str(&man)], 0);

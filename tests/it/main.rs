@@ -25,6 +25,7 @@ mod prune;
 mod recover;
 mod remote;
 mod remote_sftp;
+mod repair_packs;
 mod repair_snapshots;
 mod repo_core;
 mod restore_delete;

@@ -16,7 +16,7 @@
 //! each one deleted, against a total known from the plans (the sweep's
 //! due plans, then this run's mark plan).
 
-mod compact;
+pub(crate) mod compact;
 mod marking;
 mod repack;
 mod sweep;

@@ -14,7 +14,7 @@
 
 use super::crash_points::{
     Ended, FORGET, backed_up, copy_state, hold_below, into_copy_source, paths, points,
-    recovery_tree, restores_exactly, run_held, with_forgotten,
+    recovery_tree, restores_exactly, run_held, with_damaged_header, with_forgotten,
 };
 use super::{
     Out, assert_check_clean, assert_same_manifest, cat_of, check_passes, dumps_exactly, fill,
@@ -1324,6 +1324,64 @@ fn a_recover_at_each_open_beside_a_backup() {
     );
     println!(
         "backups beside a held recover: {} ran, {} refused",
+        ran.get(),
+        refused.get()
+    );
+    assert!(ran.get() > 0 && refused.get() > 0, "not both outcomes");
+}
+
+/// `repair packs` (a pack whose header is damaged) held at each open
+/// beside a backup of new files: the backup completes (its snapshot
+/// restores exactly) or, while the repair holds its exclusive lock, is
+/// refused (exit 11); the repair loses nothing, the pack is gone, and the
+/// old snapshot restores exactly.
+#[test]
+fn a_repair_packs_at_each_open_beside_a_backup() {
+    let base = tempfile::tempdir().unwrap();
+    let src = base.path().join("src");
+    let (state, pack, snapshot, want_old) = with_damaged_header(base.path(), &src);
+    let id = larder::Id::from_hex(&pack).unwrap();
+    fill(&src.join("new"), 40, 3, 200 << 10);
+    let want = manifest(&src);
+    let backup_id = RefCell::new(None);
+    let (ran, refused) = (Cell::new(0), Cell::new(0));
+    sweep(
+        &state,
+        &["--json", "repair", "packs", &pack],
+        |dir, what| {
+            let b = second(dir, &["backup", "--json", path_str(&src)]);
+            match b.code {
+                0 => {
+                    ran.set(ran.get() + 1);
+                    *backup_id.borrow_mut() = Some(snapshot_id_of(&b));
+                }
+                11 => {
+                    refused.set(refused.get() + 1);
+                    *backup_id.borrow_mut() = None;
+                }
+                _ => panic!("{what}: beside: {}", b.all()),
+            }
+        },
+        |dir, r, what| {
+            let report = crate::support::json_lines(&r.out).pop().unwrap();
+            assert_eq!(
+                report["packs"][0]["lost"],
+                serde_json::json!([]),
+                "{what}: {report}"
+            );
+            let (repo, _) = paths(dir);
+            assert!(
+                !crate::repair_packs::pack_path(&repo, &id).exists(),
+                "{what}"
+            );
+            restores_exactly(dir, &snapshot, &src, &want_old, what);
+            if let Some(b) = backup_id.borrow().as_deref() {
+                restores_exactly(dir, b, &src, &want, what);
+            }
+        },
+    );
+    println!(
+        "backups beside a held repair packs: {} ran, {} refused",
         ran.get(),
         refused.get()
     );

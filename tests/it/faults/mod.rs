@@ -289,6 +289,12 @@ fn object_dirs(repo: &Path) -> Vec<PathBuf> {
 /// object (every name not starting with a dot) in every object directory is
 /// a regular file whose bytes hash to its name. Returns how many there are.
 pub fn assert_objects_whole(repo: &Path) -> usize {
+    assert_objects_whole_but(repo, &[])
+}
+
+/// [`assert_objects_whole`], leaving out the objects named in `damaged`
+/// (damaged on purpose by the test).
+pub fn assert_objects_whole_but(repo: &Path, damaged: &[&str]) -> usize {
     let mut n = 0;
     for dir in object_dirs(repo) {
         let Ok(rd) = fs::read_dir(&dir) else { continue };
@@ -296,7 +302,10 @@ pub fn assert_objects_whole(repo: &Path) -> usize {
             let e = e.unwrap();
             let name = e.file_name().to_string_lossy().into_owned();
             let ft = e.file_type().unwrap();
-            if name.starts_with('.') || (ft.is_dir() && dir == repo.join("packs")) {
+            if name.starts_with('.')
+                || (ft.is_dir() && dir == repo.join("packs"))
+                || damaged.contains(&name.as_str())
+            {
                 continue;
             }
             assert!(ft.is_file(), "{} is not a regular file", e.path().display());
