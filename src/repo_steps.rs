@@ -22,7 +22,7 @@ use crate::progress::NoProgress;
 use crate::repository::Repository;
 use crate::repository::trust::KnownRepositories;
 use crate::retention::{Count, Duration, GroupBy, Policy, TagList};
-use crate::schedule::profile::{Credential, Profile, Retention};
+use crate::schedule::profile::{Credential, Profile, Retention, Storage};
 use crate::schedule::steps::{StepFailure, StepReport, StepResult, Steps};
 use crate::schedule::values::CheckSubset;
 use crate::snapshot::Filter;
@@ -44,6 +44,17 @@ pub struct Dirs {
 /// is the repository this user opened at this location before. Returns
 /// the repository and the warnings opening it produced.
 pub fn open(profile: &Profile, dirs: &Dirs) -> Result<(Repository, Vec<String>)> {
+    open_with(profile, dirs, &Storage::default())
+}
+
+/// [`open`], with the storage settings of `given` (the command line's)
+/// over the profile's ([`Storage::over`]).
+pub fn open_with(
+    profile: &Profile,
+    dirs: &Dirs,
+    given_storage: &Storage,
+) -> Result<(Repository, Vec<String>)> {
+    let storage = given_storage.over(&profile.storage);
     let given = Path::new(&profile.repository);
     let at = |e: Error| profile.error_at("repository", e.to_string());
     // The location as known repositories record it, the same string the
@@ -56,7 +67,7 @@ pub fn open(profile: &Profile, dirs: &Dirs) -> Result<(Repository, Vec<String>)>
             (Arc::new(LocalBackend::new(&path)), shown)
         }
         remote => {
-            let opts = RemoteOptions::from_env()?;
+            let opts = remote_options(&storage)?;
             let store = backend::open(given, &opts).map_err(at)?;
             (Arc::from(store), remote.display())
         }
@@ -67,8 +78,27 @@ pub fn open(profile: &Profile, dirs: &Dirs) -> Result<(Repository, Vec<String>)>
     // segments the first sync skips are told in that step's report.
     let repo = Repository::open_unsynced(store, &cred, &dirs.cache, &mut warnings)?;
     repo.set_lock_readers(true);
+    if let Some(c) = &storage.compression {
+        repo.set_compression(
+            c.parse()
+                .map_err(|e: String| profile.error_at("compression", e))?,
+        );
+    }
+    repo.set_pack_size(storage.pack_size)?;
     KnownRepositories::in_dir(&dirs.state).verify(&shown, &repo.identity(), false)?;
     Ok((repo, warnings))
+}
+
+/// The options a remote repository is opened with: the environment's
+/// (timeouts, retries), with the connections and rate limits of `storage`.
+pub fn remote_options(storage: &Storage) -> Result<RemoteOptions> {
+    let mut opts = RemoteOptions::from_env()?;
+    if let Some(c) = storage.connections {
+        opts.connections = usize::from(c);
+    }
+    opts.limit_upload = storage.limit_upload;
+    opts.limit_download = storage.limit_download;
+    Ok(opts)
 }
 
 /// The key material the profile's credential source gives.
@@ -117,6 +147,8 @@ pub struct RepoSteps {
     /// How long a step waits for a conflicting lock before it fails
     /// (`--retry-lock`; zero: at once, leaving it to the run's retries).
     lock_retry: std::time::Duration,
+    /// Storage settings given on the command line, over each profile's.
+    storage: Storage,
 }
 
 impl RepoSteps {
@@ -127,7 +159,15 @@ impl RepoSteps {
             repo: None,
             open_warnings: Vec::new(),
             lock_retry: std::time::Duration::ZERO,
+            storage: Storage::default(),
         }
+    }
+
+    /// Applies `storage` (the command line's settings) over each profile's
+    /// own ([`Storage::over`]).
+    pub fn with_storage(mut self, storage: Storage) -> Self {
+        self.storage = storage;
+        self
     }
 
     /// Makes each step wait up to `wait` for a conflicting lock, as
@@ -140,7 +180,8 @@ impl RepoSteps {
 
     fn repo(&mut self, profile: &Profile) -> std::result::Result<&Repository, StepFailure> {
         if self.repo.is_none() {
-            let (repo, warnings) = open(profile, &self.dirs).map_err(StepFailure::from)?;
+            let (repo, warnings) =
+                open_with(profile, &self.dirs, &self.storage).map_err(StepFailure::from)?;
             repo.set_lock_retry(self.lock_retry, None);
             self.repo = Some(repo);
             self.open_warnings = warnings;
@@ -405,6 +446,60 @@ mod tests {
         let err = open(&p, &dirs).err().unwrap().to_string();
         assert!(err.starts_with("/c.toml:2: profile p:"), "{err}");
         assert!(err.contains("rest:"), "{err}");
+    }
+
+    /// A profile's `pack-size` and `compression` reach the repository its
+    /// run opens, the command line's settings win over them, and unset in
+    /// both the repository's own apply; `connections` and the rate limits
+    /// reach the options a remote repository is opened with.
+    #[test]
+    fn storage_settings_reach_the_repository_and_the_remote_options() {
+        use crate::keys::{MIN_WORK_FACTOR, NewKey};
+        let d = tempfile::tempdir().unwrap();
+        let key = NewKey::Passphrase {
+            pass: "pw".to_string().into(),
+            work_factor: MIN_WORK_FACTOR,
+        };
+        let backend = Arc::new(LocalBackend::new(d.path().join("repo")));
+        let opts = crate::repository::InitOptions::default();
+        drop(Repository::init(backend, &key, &opts, &d.path().join("cache")).unwrap());
+        let dirs = Dirs {
+            cache: d.path().join("run-cache"),
+            state: d.path().join("state"),
+        };
+        let at = |extra: &str| {
+            let mut p = profile(extra);
+            p.repository = d.path().join("repo").display().to_string();
+            p
+        };
+        let p = at("pack-size = 8\ncompression = \"max\"\nlimit-upload = 300\nconnections = 9");
+        let (repo, _) = open(&p, &dirs).unwrap();
+        assert_eq!(repo.pack_size(), 8 << 20);
+        assert_eq!(repo.compression_level(), crate::repository::LEVEL_MAX);
+        drop(repo);
+        let given = Storage {
+            compression: Some("off".into()),
+            pack_size: Some(4),
+            limit_download: Some(50),
+            ..Storage::default()
+        };
+        let (repo, _) = open_with(&p, &dirs, &given).unwrap();
+        assert_eq!(repo.pack_size(), 4 << 20);
+        assert_eq!(repo.compression_level(), 0);
+        drop(repo);
+        let (repo, _) = open(&at(""), &dirs).unwrap();
+        assert_eq!(repo.pack_size(), 16 << 20, "the repository's own");
+        assert_eq!(repo.compression_level(), crate::repository::LEVEL_DEFAULT);
+        drop(repo);
+        let opts = remote_options(&given.over(&p.storage)).unwrap();
+        assert_eq!(opts.connections, 9);
+        assert_eq!(
+            (opts.limit_upload, opts.limit_download),
+            (Some(300), Some(50))
+        );
+        let opts = remote_options(&Storage::default()).unwrap();
+        assert_eq!(opts.connections, 5);
+        assert_eq!((opts.limit_upload, opts.limit_download), (None, None));
     }
 
     #[test]

@@ -26,8 +26,13 @@ pub fn run(g: &Global, _a: Args) -> Result<i32> {
     let profiles: Vec<_> = cfg.profiles.values().cloned().collect();
     let dirs = setup.dirs(g);
     let wait = g.retry_lock.unwrap_or_default();
+    let storage = g.storage();
     let mut make = move |_: &crate::schedule::Profile| -> Result<Box<dyn Steps>> {
-        Ok(Box::new(RepoSteps::new(dirs.clone()).with_lock_retry(wait)))
+        Ok(Box::new(
+            RepoSteps::new(dirs.clone())
+                .with_lock_retry(wait)
+                .with_storage(storage.clone()),
+        ))
     };
     daemon::run(&ctx, &profiles, &mut make)?;
     Ok(0)

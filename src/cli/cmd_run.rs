@@ -40,7 +40,9 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let records = setup.records()?;
     let log = setup.log();
     let ctx = setup.context(&records, &log)?;
-    let mut steps = RepoSteps::new(setup.dirs(g)).with_lock_retry(g.retry_lock.unwrap_or_default());
+    let mut steps = RepoSteps::new(setup.dirs(g))
+        .with_lock_retry(g.retry_lock.unwrap_or_default())
+        .with_storage(g.storage());
     let req = RunRequest {
         if_due: a.if_due,
         wait: a.wait,

@@ -24,9 +24,10 @@ pub struct Global {
     /// `s3:http://host:port/bucket/prefix` (see README, "Remote repositories").
     #[arg(short = 'r', long = "repo", env = "LARDER_REPOSITORY", global = true)]
     pub repo: Option<PathBuf>,
-    /// Requests in flight at once to a remote repository.
-    #[arg(long, env = "LARDER_CONNECTIONS", global = true, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=256))]
-    pub connections: u16,
+    /// Requests in flight at once to a remote repository (5 unless given
+    /// here or by a profile's `connections`).
+    #[arg(long, env = "LARDER_CONNECTIONS", global = true, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub connections: Option<u16>,
     /// Limit uploads to a remote repository to this many KiB/s.
     #[arg(long, value_name = "KiB/s", env = "LARDER_LIMIT_UPLOAD", global = true)]
     pub limit_upload: Option<u64>,
@@ -101,6 +102,21 @@ pub struct Global {
 }
 
 impl Global {
+    /// The storage settings this command line gives (`--compression`
+    /// other than `auto`, `--pack-size`, `--limit-upload`,
+    /// `--limit-download`, `--connections`, or their environment
+    /// variables), which a profile's run applies over the profile's own.
+    pub fn storage(&self) -> crate::schedule::profile::Storage {
+        crate::schedule::profile::Storage {
+            compression: (self.compression != Compression::Auto)
+                .then(|| self.compression.to_string()),
+            pack_size: self.pack_size,
+            limit_upload: self.limit_upload,
+            limit_download: self.limit_download,
+            connections: self.connections,
+        }
+    }
+
     /// The repository location, or an error telling how to give one.
     pub fn repo_path(&self) -> Result<PathBuf> {
         self.repo.clone().ok_or_else(|| {
@@ -111,7 +127,9 @@ impl Global {
     /// The storage backend for the repository location.
     pub fn backend(&self) -> Result<Arc<dyn Backend>> {
         let mut opts = RemoteOptions::from_env()?;
-        opts.connections = usize::from(self.connections);
+        if let Some(c) = self.connections {
+            opts.connections = usize::from(c);
+        }
         opts.limit_upload = self.limit_upload;
         opts.limit_download = self.limit_download;
         // Inside the cache root, whose CACHEDIR.TAG keeps it out of backups.
@@ -152,7 +170,9 @@ impl Global {
         cache_root: &std::path::Path,
     ) -> Result<Repository> {
         let mut opts = RemoteOptions::from_env()?;
-        opts.connections = usize::from(self.connections);
+        if let Some(c) = self.connections {
+            opts.connections = usize::from(c);
+        }
         opts.limit_upload = self.limit_upload;
         opts.limit_download = self.limit_download;
         opts.stage_dir = self.cache_dir().join("staging");

@@ -182,4 +182,33 @@ mod help_tests {
         assert!(cli.get_subcommands().count() >= 18);
         assert!(missing.is_empty(), "no example in --help of: {missing:?}");
     }
+
+    /// What a command line gives a profile's run over the profile's own
+    /// storage settings: the flags given; nothing for flags not given, nor
+    /// for `--compression auto`.
+    #[test]
+    fn the_command_lines_storage_settings_for_a_profiles_run() {
+        use clap::Parser;
+        let c = Cli::try_parse_from([
+            "larder",
+            "--pack-size",
+            "8",
+            "--limit-upload",
+            "100",
+            "--connections",
+            "3",
+            "--compression",
+            "MAX",
+            "run",
+            "home",
+        ])
+        .unwrap();
+        let s = c.global.storage();
+        assert_eq!(s.compression.as_deref(), Some("max"));
+        assert_eq!(s.pack_size, Some(8));
+        assert_eq!((s.limit_upload, s.limit_download), (Some(100), None));
+        assert_eq!(s.connections, Some(3));
+        let c = Cli::try_parse_from(["larder", "--compression", "auto", "run", "home"]).unwrap();
+        assert_eq!(c.global.storage(), Default::default());
+    }
 }

@@ -88,6 +88,20 @@ impl Compression {
     }
 }
 
+impl std::fmt::Display for Compression {
+    /// The word [`FromStr`](std::str::FromStr) reads back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::Auto => f.write_str("auto"),
+            Compression::Off => f.write_str("off"),
+            Compression::Fast => f.write_str("fast"),
+            Compression::Better => f.write_str("better"),
+            Compression::Max => f.write_str("max"),
+            Compression::Level(l) => write!(f, "{l}"),
+        }
+    }
+}
+
 impl std::str::FromStr for Compression {
     type Err = String;
 

@@ -9,7 +9,7 @@ use super::calendar::Schedule;
 use super::paths::Env;
 use super::profile::{
     BackupOptions, Credential, DEFAULT_HOOK_TIMEOUT, DEFAULT_NICE, Hooks, Origin, Profile,
-    Retention,
+    Retention, Storage,
 };
 use super::raw::{RawProfile, line_of};
 use super::values::RetryPolicy;
@@ -72,6 +72,7 @@ impl<'a> Builder<'a> {
             .unwrap_or_default();
         let backup = self.backup(r);
         self.backup_source(r);
+        let storage = self.storage(r);
         let schedule = self.conv(&r.schedule, |s| Schedule::parse(s));
         let prune = self.conv(&r.prune, |s| Schedule::parse(s));
         let check = self.conv(&r.check, |s| Schedule::parse(s));
@@ -104,6 +105,7 @@ impl<'a> Builder<'a> {
             credential: credential?,
             paths,
             backup,
+            storage,
             schedule,
             retention,
             prune,
@@ -180,6 +182,35 @@ impl<'a> Builder<'a> {
                 );
                 None
             }
+        }
+    }
+
+    /// `compression`, `pack-size`, `limit-upload`, `limit-download`,
+    /// `connections`: checked as the command line checks its flags.
+    fn storage(&mut self, r: &RawProfile) -> Storage {
+        use crate::repository::{Compression, PACK_SIZE_MIB_MAX, PACK_SIZE_MIB_MIN};
+        let limit = |key: &str, n: i64| match u64::try_from(n) {
+            Ok(k) if k > 0 => Ok(k),
+            _ => Err(format!("{key} = {n}: expected a positive number of KiB/s")),
+        };
+        Storage {
+            compression: self.conv(&r.compression, |s| {
+                s.parse::<Compression>()
+                    .map(|_| s.trim().to_ascii_lowercase())
+                    .map_err(|e| format!("compression: {e}"))
+            }),
+            pack_size: self.conv(&r.pack_size, |n| match u32::try_from(*n) {
+                Ok(m) if (PACK_SIZE_MIB_MIN..=PACK_SIZE_MIB_MAX).contains(&m) => Ok(m),
+                _ => Err(format!(
+                    "pack-size = {n}: expected {PACK_SIZE_MIB_MIN} to {PACK_SIZE_MIB_MAX} (MiB)"
+                )),
+            }),
+            limit_upload: self.conv(&r.limit_upload, |n| limit("limit-upload", *n)),
+            limit_download: self.conv(&r.limit_download, |n| limit("limit-download", *n)),
+            connections: self.conv(&r.connections, |n| match u16::try_from(*n) {
+                Ok(c) if (1..=256).contains(&c) => Ok(c),
+                _ => Err(format!("connections = {n}: expected 1 to 256")),
+            }),
         }
     }
 

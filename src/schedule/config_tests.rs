@@ -320,6 +320,11 @@ fn the_documented_example_parses() {
     assert_eq!(home.backup.exclude_larger_than, Some(4 << 30));
     assert!(home.backup.skip_if_unchanged);
     assert!(c.profile("base").unwrap().schedule.is_none());
+    let off = c.profile("offsite").unwrap();
+    assert!(off.repository.starts_with("s3:"), "{}", off.repository);
+    assert_eq!(off.storage.pack_size, Some(64));
+    assert_eq!(off.storage.limit_upload, Some(2000));
+    assert_eq!(off.paths, home.paths, "inherited from home");
 }
 
 #[test]
@@ -400,4 +405,56 @@ stdin-filename = "mydb.dump"
         e.contains("larder.toml:5:") && e.contains("give the command"),
         "{e}"
     );
+}
+
+/// `compression`, `pack-size`, `limit-upload`, `limit-download` and
+/// `connections` resolve (inherited like any key), and each bad value is
+/// an error naming its line; unset, they are unset.
+#[test]
+fn storage_settings_resolve_and_bad_ones_name_their_line() {
+    let text = r#"
+[profile.base]
+repository = "s3:https://s3.example.com/bucket/larder"
+password-file = "pass"
+paths = ["/home"]
+pack-size = 64
+compression = "Max"
+limit-upload = 2000
+limit-download = 8000
+connections = 8
+
+[profile.child]
+inherit = "base"
+compression = "7"
+"#;
+    let c = parse(text).unwrap();
+    let s = &c.profile("base").unwrap().storage;
+    assert_eq!(s.compression.as_deref(), Some("max"));
+    assert_eq!(s.pack_size, Some(64));
+    assert_eq!((s.limit_upload, s.limit_download), (Some(2000), Some(8000)));
+    assert_eq!(s.connections, Some(8));
+    let child = &c.profile("child").unwrap().storage;
+    assert_eq!(child.compression.as_deref(), Some("7"));
+    assert_eq!(child.pack_size, Some(64), "inherited");
+    let plain = "[profile.p]\nrepository = \"/r\"\npassword-file = \"/p\"\n";
+    assert_eq!(
+        parse(plain).unwrap().profile("p").unwrap().storage,
+        Default::default()
+    );
+    for (line, says) in [
+        ("pack-size = 2", "pack-size = 2: expected 4 to 128"),
+        ("pack-size = 129", "pack-size = 129"),
+        ("compression = \"ultra\"", "compression:"),
+        ("compression = \"23\"", "compression:"),
+        ("limit-upload = 0", "limit-upload = 0: expected a positive"),
+        ("limit-download = -5", "limit-download = -5"),
+        ("connections = 0", "connections = 0: expected 1 to 256"),
+        ("connections = 300", "connections = 300"),
+    ] {
+        let e = err(&format!("{plain}{line}\n"));
+        assert!(
+            e.contains("larder.toml:4:") && e.contains(says),
+            "{line}: {e}"
+        );
+    }
 }

@@ -31,6 +31,7 @@ pub struct Profile {
     /// `backup.stdin-from-command`).
     pub paths: Vec<PathBuf>,
     pub backup: BackupOptions,
+    pub storage: Storage,
     pub schedule: Option<Schedule>,
     pub retention: Retention,
     /// When `prune` runs (after a backup, once this schedule is due).
@@ -58,6 +59,42 @@ pub enum Credential {
     PasswordCommand(String),
     /// An age identity file.
     IdentityFile(PathBuf),
+}
+
+/// How the profile's runs write to and talk to its repository: the global
+/// flags of the same names (`--compression`, `--pack-size`,
+/// `--limit-upload`, `--limit-download`, `--connections`). A setting the
+/// command line (or its environment variable) gives wins; unset in both,
+/// the command's default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Storage {
+    /// As written, checked: `auto`, `off`, `fast`, `better`, `max` or a
+    /// zstd level.
+    pub compression: Option<String>,
+    /// MiB.
+    pub pack_size: Option<u32>,
+    /// KiB/s.
+    pub limit_upload: Option<u64>,
+    /// KiB/s.
+    pub limit_download: Option<u64>,
+    pub connections: Option<u16>,
+}
+
+impl Storage {
+    /// These settings, each unset one taken from `base`.
+    pub fn over(&self, base: &Storage) -> Storage {
+        Storage {
+            compression: self
+                .compression
+                .clone()
+                .or_else(|| base.compression.clone()),
+            pack_size: self.pack_size.or(base.pack_size),
+            limit_upload: self.limit_upload.or(base.limit_upload),
+            limit_download: self.limit_download.or(base.limit_download),
+            connections: self.connections.or(base.connections),
+        }
+    }
 }
 
 /// The backup command's options.
