@@ -1,5 +1,6 @@
 //! Walking snapshot trees: resolving a path inside a snapshot to its tree,
-//! visiting every node below a tree depth first (`ls`, `find`), and visiting
+//! visiting every node below a tree depth first (`ls`, `find`), or nested
+//! with each directory's entries inside it (`ls --ncdu`), and visiting
 //! every distinct tree reachable from many roots once (`check`, `prune`),
 //! and counting the files below trees for progress totals (`restore`,
 //! `copy`). Trees are loaded through [`Repository::load_tree`]; nothing
@@ -62,6 +63,49 @@ fn walk_tree(
         f(&p, n);
         if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
             walk_tree(repo, &s, &p, f)?;
+        }
+    }
+    Ok(())
+}
+
+/// One step of [`walk_nested`].
+pub enum Step<'a> {
+    /// A directory, before its entries.
+    Enter(&'a Node),
+    /// The end of the directory entered last.
+    Leave,
+    /// An entry that is not a directory.
+    Entry(&'a Node),
+}
+
+/// Hands `f` every node below `root` (or below `sub`) as [`walk`] does,
+/// with each directory's entries between its [`Step::Enter`] and
+/// [`Step::Leave`] (for nested output: `ls --ncdu`). Under a shared lock.
+pub fn walk_nested(
+    repo: &Repository,
+    root: Id,
+    sub: Option<&str>,
+    f: &mut dyn FnMut(Step<'_>) -> Result<()>,
+) -> Result<()> {
+    let _lock = repo.lock_for_reading()?;
+    let start = tree_at(repo, root, sub.unwrap_or(""))?;
+    nest(repo, &start, f)
+}
+
+fn nest(repo: &Repository, id: &Id, f: &mut dyn FnMut(Step<'_>) -> Result<()>) -> Result<()> {
+    let t = repo.load_tree(id)?;
+    for n in &t.nodes {
+        match (n.kind, n.subtree) {
+            (NodeKind::Dir, Some(s)) => {
+                f(Step::Enter(n))?;
+                nest(repo, &s, f)?;
+                f(Step::Leave)?;
+            }
+            (NodeKind::Dir, None) => {
+                f(Step::Enter(n))?;
+                f(Step::Leave)?;
+            }
+            _ => f(Step::Entry(n))?,
         }
     }
     Ok(())

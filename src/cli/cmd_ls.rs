@@ -2,6 +2,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
+use super::ncdu::NcduWriter;
 use super::output::{mode_string, print_json, safe};
 use crate::error::Result;
 use crate::snapshot;
@@ -11,7 +12,10 @@ use serde::Serialize;
 
 /// List the files in a snapshot.
 #[derive(clap::Args, Debug)]
-#[command(after_help = "Examples:\n  larder ls latest\n  larder ls latest /home/me/Documents -l")]
+#[command(
+    after_help = "Examples:\n  larder ls latest\n  larder ls latest /home/me/Documents -l\n  \
+    larder ls latest --ncdu > snap.json && ncdu -f snap.json"
+)]
 pub struct Args {
     snapshot: String,
     /// Only list below this path.
@@ -19,6 +23,9 @@ pub struct Args {
     /// Long listing.
     #[arg(short, long)]
     long: bool,
+    /// Write ncdu's JSON export format (browse it with `ncdu -f FILE`).
+    #[arg(long, conflicts_with = "long")]
+    ncdu: bool,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -119,6 +126,14 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     // The lock comes before the snapshot is picked (see `lock_for_reading`).
     let (repo, _lock) = g.open_for_reading()?;
     let (sid, snap) = snapshot::resolve(&repo, &a.snapshot, &a.filter.filter())?;
+    if a.ncdu {
+        let root = a.path.as_deref().unwrap_or("/");
+        let out = std::io::BufWriter::new(std::io::stdout().lock());
+        let mut w = NcduWriter::start(out, root, snap.time_ns.div_euclid(1_000_000_000))?;
+        walker::walk_nested(&repo, snap.tree, a.path.as_deref(), &mut |s| w.step(s))?;
+        w.finish()?;
+        return Ok(0);
+    }
     if g.json {
         print_json(&SnapshotLine {
             message_type: "snapshot",

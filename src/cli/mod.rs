@@ -35,6 +35,7 @@ mod cmd_unlock;
 mod cmd_version;
 mod filter;
 mod global;
+mod ncdu;
 mod output;
 mod profiles;
 mod progress;

@@ -19,6 +19,7 @@ mod index_bulk;
 mod json_docs;
 mod list;
 mod locks;
+mod ls_ncdu;
 mod mount;
 mod progress;
 mod prune;
