@@ -122,6 +122,7 @@ pub fn copy_with_progress(
         buf: Vec::new(),
         bytes_read: 0,
         progress,
+        depth: 0,
     };
     let roots: Vec<Id> = todo.iter().map(|(_, s)| s.tree).collect();
     let stop = AtomicBool::new(false);
@@ -190,6 +191,9 @@ struct Copier<'s, 'd> {
     buf: Vec<u8>,
     bytes_read: u64,
     progress: &'s dyn Progress,
+    /// How deep below a snapshot's root the copy is
+    /// ([`crate::tree::MAX_DEPTH`]).
+    depth: usize,
 }
 
 impl Copier<'_, '_> {
@@ -216,6 +220,15 @@ impl Copier<'_, '_> {
         if let Some(d) = self.trees.get(id) {
             return Ok(*d);
         }
+        crate::tree::check_depth(self.depth + 1, format!("tree {id}"))?;
+        self.depth += 1;
+        let copied = self.tree_below(id);
+        self.depth -= 1;
+        copied
+    }
+
+    /// [`Copier::tree`], one level deeper.
+    fn tree_below(&mut self, id: &Id) -> Result<Id> {
         crate::interrupt::check()?;
         if self.shared {
             return self.shared_tree(id);

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::pack::BlobType;
 use crate::repository::Repository;
+use crate::tree::check_depth;
 use crate::tree::{Node, NodeKind, Tree};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -47,6 +48,8 @@ struct Differ<'r, 'f> {
     stats: DiffStats,
     added: HashSet<Id>,
     removed: HashSet<Id>,
+    /// How deep below the root the walk is ([`crate::tree::MAX_DEPTH`]).
+    depth: usize,
 }
 
 fn display_path(parent: &str, n: &Node) -> String {
@@ -99,11 +102,14 @@ impl Differ<'_, '_> {
             (_, false) => self.stats.others_removed += 1,
         }
         if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
+            self.depth += 1;
+            check_depth(self.depth, format!("tree {s}"))?;
             let t = self.load(&s)?;
             let base = p.trim_end_matches('/').to_string();
             for c in &t.nodes {
                 self.whole(&base, c, added)?;
             }
+            self.depth -= 1;
         }
         Ok(())
     }
@@ -156,10 +162,15 @@ impl Differ<'_, '_> {
                 if x.subtree != y.subtree {
                     let p = display_path(parent, y);
                     let (ta, tb) = match (x.subtree, y.subtree) {
-                        (Some(a), Some(b)) => self.load_pair(&a, &b)?,
+                        (Some(a), Some(b)) => {
+                            check_depth(self.depth + 1, format!("tree {b}"))?;
+                            self.load_pair(&a, &b)?
+                        }
                         _ => return Err(Error::corrupt(&p, "directory without a tree")),
                     };
+                    self.depth += 1;
                     self.trees(p.trim_end_matches('/'), &ta, &tb)?;
+                    self.depth -= 1;
                 }
             }
             _ => {
@@ -222,6 +233,7 @@ fn diff_trees(
         stats: DiffStats::default(),
         added: HashSet::new(),
         removed: HashSet::new(),
+        depth: 1,
     };
     if a != b {
         let (ta, tb) = d.load_pair(&a, &b)?;

@@ -17,7 +17,7 @@ use crate::diff::{DiffEntry, DiffStats};
 use crate::error::{Error, Result};
 use crate::localfs::{self, meta::Owners, meta::node_from_metadata, stat::Stat};
 use crate::repository::Repository;
-use crate::tree::{Node, NodeKind, Tree, Xattr};
+use crate::tree::{Node, NodeKind, Tree, Xattr, check_depth};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -174,6 +174,7 @@ impl LiveDiffer<'_, '_> {
             }
         }
         if let (NodeKind::Dir, Some(sub)) = (old.kind, old.subtree) {
+            check_depth(path.components().count(), format!("tree {sub}"))?;
             let t = self.load(&sub)?;
             self.dir(path, &t)?;
         }
@@ -239,6 +240,8 @@ impl LiveDiffer<'_, '_> {
             NodeKind::Dir => {
                 self.stats.dirs_removed += 1;
                 if let Some(sub) = old.subtree {
+                    // The path's own components bound how deep this goes.
+                    check_depth(path.components().count(), format!("tree {sub}"))?;
                     let t = self.load(&sub)?;
                     for n in &t.nodes {
                         self.whole_old(&path.join(std::ffi::OsStr::from_bytes(&n.name)), n)?;

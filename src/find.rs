@@ -20,7 +20,7 @@ use crate::id::Id;
 use crate::pack::BlobType;
 use crate::repository::Repository;
 use crate::snapshot::Snapshot;
-use crate::tree::{Node, NodeKind};
+use crate::tree::{Node, NodeKind, check_depth};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -254,7 +254,9 @@ impl Finder<'_> {
     }
 
     /// What matches below tree `id` at `path`, read once per key.
-    fn visit(&mut self, id: Id, path: &[u8]) -> Result<Rc<Vec<Item>>> {
+    /// (`depth`: of the tree below the snapshot's root; one deeper than
+    /// [`crate::tree::MAX_DEPTH`] counts as unreadable.)
+    fn visit(&mut self, id: Id, path: &[u8], depth: usize) -> Result<Rc<Vec<Item>>> {
         crate::interrupt::check()?;
         let key = (
             id,
@@ -268,7 +270,9 @@ impl Finder<'_> {
             self.stats.trees_reused += 1;
             return Ok(items.clone());
         }
-        let items = match self.repo.load_tree(&id) {
+        let loaded =
+            check_depth(depth, format!("tree {id}")).and_then(|_| self.repo.load_tree(&id));
+        let items = match loaded {
             Ok(tree) => {
                 self.stats.trees_loaded += 1;
                 let mut items = Vec::new();
@@ -278,7 +282,7 @@ impl Finder<'_> {
                         items.push(Item::Hit(h));
                     }
                     if let (NodeKind::Dir, Some(sub)) = (n.kind, n.subtree) {
-                        let below = self.visit(sub, &p)?;
+                        let below = self.visit(sub, &p, depth + 1)?;
                         if !below.is_empty() {
                             items.push(Item::Sub(n.name.clone(), below));
                         }
@@ -372,7 +376,7 @@ pub fn find(
                 },
             });
         }
-        let items = f.visit(snap.tree, b"")?;
+        let items = f.visit(snap.tree, b"", 1)?;
         emit(&items, b"", id, snap, &mut matches, on_match);
     }
     f.stats.matches = matches;

@@ -18,6 +18,31 @@ pub const TREE_VERSION: u8 = 1;
 /// directory's buffers are let go rather than held to the end of a backup.
 pub const BUFFER_KEPT: usize = 256 << 10;
 
+/// How deep directories may nest below a snapshot's root tree (the root's
+/// entries are at depth 1). Every walk of a snapshot's trees recurses, one
+/// stack frame or more a level, so a deeper tree (crafted storage) is
+/// refused with an error rather than allowed to overflow the stack; and a
+/// backup leaves out what lies deeper, so it never writes a snapshot that
+/// cannot be read. A path of 4,096 bytes (Linux's `PATH_MAX`) holds at
+/// most 2,048 levels.
+pub const MAX_DEPTH: usize = 2048;
+
+/// The error for a directory at `path` that lies deeper than [`MAX_DEPTH`].
+pub fn too_deep(path: impl std::fmt::Display) -> Error {
+    Error::corrupt(
+        path,
+        format!("directories nested more than {MAX_DEPTH} levels deep"),
+    )
+}
+
+/// Refuses depth `depth` (of the directory at `path`) beyond [`MAX_DEPTH`].
+pub fn check_depth(depth: usize, path: impl std::fmt::Display) -> Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep(path));
+    }
+    Ok(())
+}
+
 /// The type of a filesystem entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum NodeKind {

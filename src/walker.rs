@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::progress::Progress;
 use crate::repository::Repository;
-use crate::tree::{Node, NodeKind, Tree};
+use crate::tree::{Node, NodeKind, Tree, check_depth};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -48,7 +48,7 @@ pub fn walk(
     let start = tree_at(repo, root, sub)?;
     let prefix = format!("/{}", sub.trim_matches('/'));
     let prefix = if prefix == "/" { String::new() } else { prefix };
-    walk_tree(repo, &start, &prefix, f)
+    walk_tree(repo, &start, &prefix, f, 1)
 }
 
 fn walk_tree(
@@ -56,13 +56,15 @@ fn walk_tree(
     id: &Id,
     prefix: &str,
     f: &mut dyn FnMut(&str, &Node),
+    depth: usize,
 ) -> Result<()> {
+    check_depth(depth, format!("tree {id}"))?;
     let t = repo.load_tree(id)?;
     for n in &t.nodes {
         let p = format!("{prefix}/{}", n.name_lossy());
         f(&p, n);
         if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
-            walk_tree(repo, &s, &p, f)?;
+            walk_tree(repo, &s, &p, f, depth + 1)?;
         }
     }
     Ok(())
@@ -89,16 +91,22 @@ pub fn walk_nested(
 ) -> Result<()> {
     let _lock = repo.lock_for_reading()?;
     let start = tree_at(repo, root, sub.unwrap_or(""))?;
-    nest(repo, &start, f)
+    nest(repo, &start, f, 1)
 }
 
-fn nest(repo: &Repository, id: &Id, f: &mut dyn FnMut(Step<'_>) -> Result<()>) -> Result<()> {
+fn nest(
+    repo: &Repository,
+    id: &Id,
+    f: &mut dyn FnMut(Step<'_>) -> Result<()>,
+    depth: usize,
+) -> Result<()> {
+    check_depth(depth, format!("tree {id}"))?;
     let t = repo.load_tree(id)?;
     for n in &t.nodes {
         match (n.kind, n.subtree) {
             (NodeKind::Dir, Some(s)) => {
                 f(Step::Enter(n))?;
-                nest(repo, &s, f)?;
+                nest(repo, &s, f, depth + 1)?;
                 f(Step::Leave)?;
             }
             (NodeKind::Dir, None) => {
@@ -135,13 +143,16 @@ pub fn walk_unique(
     visit: &mut dyn FnMut(Visit<'_>) -> Result<()>,
 ) -> Result<usize> {
     let mut seen: HashSet<Id> = HashSet::new();
-    let mut stack: Vec<(Id, String)> = roots.into_iter().collect();
+    let mut stack: Vec<(Id, String, usize)> = roots.into_iter().map(|(i, p)| (i, p, 1)).collect();
     stack.reverse();
-    while let Some((id, path)) = stack.pop() {
+    while let Some((id, path, depth)) = stack.pop() {
         if !seen.insert(id) {
             continue;
         }
-        let tree = match repo.load_tree_checked(&id) {
+        // Deeper than every other walk goes: what they cannot read.
+        let loaded =
+            check_depth(depth, format!("tree {id}")).and_then(|_| repo.load_tree_checked(&id));
+        let tree = match loaded {
             Ok(t) => t,
             Err(error) => {
                 visit(Visit::Unreadable {
@@ -159,7 +170,7 @@ pub fn walk_unique(
         })?;
         for n in tree.nodes.iter().rev() {
             if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
-                stack.push((s, format!("{path}/{}", n.name_lossy())));
+                stack.push((s, format!("{path}/{}", n.name_lossy()), depth + 1));
             }
         }
     }

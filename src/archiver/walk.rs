@@ -367,6 +367,16 @@ impl Archiver<'_, '_> {
         if !root && matches!(&listing, Ok(l) if l.excluded) {
             return Ok(());
         }
+        // Its tree would lie deeper than readers go: left out (even empty,
+        // it would be a tree too deep), and warned about.
+        if path.components().count() > crate::tree::MAX_DEPTH {
+            self.warnings.push(format!(
+                "{}: left out: directories nested more than {} levels deep",
+                path.display(),
+                crate::tree::MAX_DEPTH
+            ));
+            return Ok(());
+        }
         if let Ok(l) = &mut listing
             && let Some((id, tree)) = l.old_tree.take()
         {

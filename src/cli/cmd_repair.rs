@@ -219,6 +219,9 @@ fn describe(c: &Change) -> String {
         Change::DirEmptied { path, error } => {
             format!("dir {path:?}: replaced with an empty directory ({error})")
         }
+        Change::DirRemoved { path, error } => {
+            format!("dir {path:?}: left out, with all below it ({error})")
+        }
         Change::RootUnreadable { error } => {
             format!("the root tree cannot be read, nothing is left to save ({error})")
         }

@@ -67,6 +67,7 @@ impl TarDump<'_, '_> {
                 let Some(sub) = node.subtree else {
                     return Ok(());
                 };
+                crate::dump::check_depth_of(path, &sub)?;
                 let tree = self.repo.load_tree(&sub)?;
                 for n in &tree.nodes {
                     self.entry(&join(path, &n.name), n)?;

@@ -85,6 +85,7 @@ fn entry(
             let Some(sub) = node.subtree else {
                 return Ok(());
             };
+            crate::dump::check_depth_of(path, &sub)?;
             let tree = repo.load_tree(&sub)?;
             for n in &tree.nodes {
                 entry(repo, z, &join(path, &n.name), n, report)?;

@@ -64,6 +64,9 @@ pub enum Change {
     },
     /// A directory whose tree could not be loaded is now empty.
     DirEmptied { path: String, error: String },
+    /// A directory whose tree lies deeper than readers go
+    /// ([`crate::tree::MAX_DEPTH`]) was left out, with all below it.
+    DirRemoved { path: String, error: String },
     /// The snapshot's root tree could not be loaded: nothing can be saved.
     RootUnreadable { error: String },
 }
@@ -256,7 +259,11 @@ impl Rewriter<'_, '_> {
         if self.whole.contains(id)? {
             return Ok(Outcome::Same);
         }
-        let tree = match self.repo.load_tree_checked(id) {
+        // A tree nested too deep is cut there, as one that cannot be read.
+        let depth = path.bytes().filter(|b| *b == b'/').count() + 1;
+        let loaded = crate::tree::check_depth(depth, format!("tree {id}"))
+            .and_then(|_| self.repo.load_tree_checked(id));
+        let tree = match loaded {
             Ok(t) => t,
             Err(e @ (Error::Interrupted | Error::LockLost(_))) => return Err(e),
             Err(e) => return Ok(Outcome::Unreadable(e)),
@@ -271,7 +278,11 @@ impl Rewriter<'_, '_> {
                         nodes.push(n);
                     }
                 }
-                NodeKind::Dir => nodes.push(self.dir(n, &p, &mut changed)?),
+                NodeKind::Dir => {
+                    if let Some(n) = self.dir(n, &p, &mut changed)? {
+                        nodes.push(n);
+                    }
+                }
                 _ => nodes.push(n),
             }
         }
@@ -317,7 +328,18 @@ impl Rewriter<'_, '_> {
     }
 
     /// A directory node: its subtree rewritten, or emptied if unreadable.
-    fn dir(&mut self, mut n: Node, path: &str, changed: &mut bool) -> Result<Node> {
+    fn dir(&mut self, mut n: Node, path: &str, changed: &mut bool) -> Result<Option<Node>> {
+        // Its tree's depth: `/a` holds the root's entry `a`, whose tree is
+        // at depth 2. Too deep even to be emptied: left out.
+        let depth = path.bytes().filter(|b| *b == b'/').count() + 1;
+        if let Err(e) = crate::tree::check_depth(depth, format!("directory {path}")) {
+            self.report(Change::DirRemoved {
+                path: path.to_string(),
+                error: e.to_string(),
+            });
+            *changed = true;
+            return Ok(None);
+        }
         let outcome = match n.subtree {
             Some(sub) => self.rewrite(&sub, path)?,
             None => Outcome::Unreadable(Error::corrupt(
@@ -340,7 +362,7 @@ impl Rewriter<'_, '_> {
                 *changed = true;
             }
         }
-        Ok(n)
+        Ok(Some(n))
     }
 
     /// The id of the empty tree (stored once).

@@ -259,6 +259,8 @@ impl Rewriter<'_> {
         if let Some(r) = self.memo.get(&key) {
             return Ok(r.clone());
         }
+        let depth = path.iter().filter(|b| **b == b'/').count() + 1;
+        crate::tree::check_depth(depth, format!("tree {id}"))?;
         let tree = self.repo.load_tree_checked(&id).map_err(|e| match e {
             Error::MissingBlob(_) | Error::Corrupt { .. } => Error::corrupt(
                 format!("tree {} at {}", id.short(), String::from_utf8_lossy(path)),

@@ -167,7 +167,7 @@ pub fn snapshot_stats(
             let scratch = Scratch::new(repo)?;
             for (i, (id, s)) in snaps.iter().enumerate() {
                 let label = format!("snapshot {}", id.short());
-                let (size, nodes, _) = scratch.restore_size(&s.tree, &label, i as i64)?;
+                let (size, nodes, _) = scratch.restore_size(&s.tree, &label, i as i64, 1)?;
                 st.total_size += size;
                 st.total_file_count += nodes;
             }
@@ -254,7 +254,7 @@ pub fn repository_stats(repo: &Repository) -> Result<RepositoryStats> {
     let mut scratch = Scratch::new(repo)?;
     for (i, (id, s)) in snaps.iter().enumerate() {
         let label = format!("snapshot {}", id.short());
-        t.restore_size += scratch.restore_size(&s.tree, &label, i as i64)?.0;
+        t.restore_size += scratch.restore_size(&s.tree, &label, i as i64, 1)?.0;
     }
     scratch.usage.mark(repo, roots(&snaps))?;
     index_totals(scratch.conn(), &mut t)
@@ -342,8 +342,17 @@ impl<'r> Scratch<'r> {
 
     /// The restore size and entry count of tree `id` (reached at `path`)
     /// for snapshot number `snap`, and whether it holds hard links.
-    fn restore_size(&self, id: &Id, path: &str, snap: i64) -> Result<(u64, u64, bool)> {
+    /// (`depth`: of the tree below the snapshot's root, at most
+    /// [`crate::tree::MAX_DEPTH`].)
+    fn restore_size(
+        &self,
+        id: &Id,
+        path: &str,
+        snap: i64,
+        depth: usize,
+    ) -> Result<(u64, u64, bool)> {
         crate::interrupt::check()?;
+        crate::tree::check_depth(depth, format!("tree {id}"))?;
         let memo = self
             .conn()
             .prepare_cached("SELECT size, nodes FROM tree_size WHERE id = ?1")
@@ -376,7 +385,7 @@ impl<'r> Scratch<'r> {
             }
             if let (NodeKind::Dir, Some(sub)) = (n.kind, n.subtree) {
                 let p = format!("{path}/{}", n.name_lossy());
-                let (s, c, l) = self.restore_size(&sub, &p, snap)?;
+                let (s, c, l) = self.restore_size(&sub, &p, snap, depth + 1)?;
                 size += s;
                 nodes += c;
                 links |= l;

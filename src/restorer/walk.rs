@@ -346,7 +346,13 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 }
             }
         }
-        if let Some(s) = n.subtree {
+        if let Some(s) = n.subtree
+            // The root's tree is at depth 1, its subdirectories' at 2.
+            && self.depth + 2 > crate::tree::MAX_DEPTH
+        {
+            // Nothing below is restored, as below an unreadable tree.
+            self.error(&shown, crate::tree::too_deep(format!("tree {s}")));
+        } else if let Some(s) = n.subtree {
             // Opened relative to the parent, as it was made. If it cannot
             // be, nothing below it is restored; its own metadata still is.
             match parent_fd

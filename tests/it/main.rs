@@ -6,6 +6,7 @@ mod check_rotation;
 mod common;
 mod compression;
 mod daily;
+mod deep_trees;
 mod dictionary;
 mod dump_copy;
 mod faults;
