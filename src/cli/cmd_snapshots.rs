@@ -16,7 +16,8 @@ use serde::Serialize;
   larder snapshots
   larder snapshots latest
   larder snapshots --latest 1 --group-by host
-  larder snapshots --host laptop --json")]
+  larder snapshots --host laptop --json
+  larder snapshots --compact")]
 pub struct Args {
     /// Snapshots to show (ids, unique prefixes of 4+ hex digits or
     /// `latest`); by default, all that pass the filters.
@@ -29,6 +30,10 @@ pub struct Args {
     /// `{group_key, snapshots}` instead of a list of snapshots.
     #[arg(short = 'g', long, value_name = "GROUP", value_parser = group_by)]
     group_by: Option<GroupBy>,
+    /// One short line a snapshot: id, time, host and tags (no paths, no
+    /// size).
+    #[arg(short = 'c', long)]
+    compact: bool,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -111,7 +116,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             .collect();
         print_json(&arr);
     } else if groups.is_empty() {
-        print_table(&[]);
+        print_table(&[], a.compact);
     } else {
         for group in &groups {
             let k = &group.key;
@@ -119,7 +124,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             {
                 println!("{heading}");
             }
-            print_table(&group.snapshots);
+            print_table(&group.snapshots, a.compact);
         }
     }
     Ok(0)
@@ -132,23 +137,40 @@ fn as_json(list: &[(Id, Snapshot)]) -> Vec<SnapshotJson<'_>> {
         .collect()
 }
 
-/// The snapshots as a table, oldest first, and their count.
-fn print_table(list: &[(Id, Snapshot)]) {
-    println!(
-        "{:<10} {:<20} {:<16} {:<16} paths",
-        "ID", "Time", "Host", "Tags"
-    );
-    println!("{}", "-".repeat(78));
-    for (id, s) in list {
+/// The snapshots as a table, oldest first, and their count: with their
+/// size (the bytes of their files, as the backup counted them; blank for
+/// a snapshot no backup wrote, such as a recovery) and paths, or
+/// `compact`.
+fn print_table(list: &[(Id, Snapshot)], compact: bool) {
+    let width = if compact { 66 } else { 90 };
+    if compact {
+        println!("{:<10} {:<20} {:<16} Tags", "ID", "Time", "Host");
+    } else {
         println!(
-            "{:<10} {:<20} {:<16} {:<16} {}",
+            "{:<10} {:<20} {:<16} {:<16} {:>11}  Paths",
+            "ID", "Time", "Host", "Tags", "Size"
+        );
+    }
+    println!("{}", "-".repeat(width));
+    for (id, s) in list {
+        let head = format!(
+            "{:<10} {:<20} {:<16} {:<16}",
             id.short(),
             s.time_local(),
             safe(&s.hostname),
             safe(&s.tags.join(",")),
-            safe(&s.paths.join(" "))
         );
+        if compact {
+            println!("{}", head.trim_end());
+            continue;
+        }
+        let size = if s.summary == Summary::default() {
+            String::new()
+        } else {
+            super::cmd_stats::human_bytes(s.summary.total_bytes)
+        };
+        println!("{head} {size:>11}  {}", safe(&s.paths.join(" ")));
     }
-    println!("{}", "-".repeat(78));
+    println!("{}", "-".repeat(width));
     println!("{} snapshots", list.len());
 }

@@ -137,3 +137,69 @@ fn snapshots_selects_by_name_latest_per_set_and_groups_like_restic() {
     );
     assert!(o.out.is_empty(), "{}", o.all());
 }
+
+/// The text table: each snapshot's size (its files' bytes) before its
+/// paths, blank for a snapshot no backup wrote (`recover`'s); `--compact`
+/// (restic's `-c`): id, time, host and tags only.
+#[test]
+fn the_table_shows_sizes_and_compact_leaves_out_paths_and_sizes() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    write(&src.join("a.bin"), &vec![7u8; 3 << 20]);
+    let id = backup(
+        &repo,
+        &cache,
+        &src,
+        "hostA",
+        &["daily", "x"],
+        "2026-01-01 10:00:00",
+    );
+    larder_ok(&repo, &cache, &["forget", &id]);
+    write(&src.join("b.txt"), b"second");
+    let kept = backup(
+        &repo,
+        &cache,
+        &src,
+        "hostA",
+        &["daily"],
+        "2026-01-02 10:00:00",
+    );
+    let rec = larder_ok(&repo, &cache, &["--json", "recover"]);
+    let rec: Value = serde_json::from_str(rec.out.lines().last().unwrap()).unwrap();
+    let rec_id = rec["snapshot_id"].as_str().unwrap().to_string();
+
+    let o = larder_ok(&repo, &cache, &["snapshots"]);
+    let line = |id: &str| -> String {
+        o.out
+            .lines()
+            .find(|l| l.starts_with(&id[..8]))
+            .unwrap_or_else(|| panic!("{id}: {}", o.out))
+            .to_string()
+    };
+    assert!(o.out.lines().next().unwrap().contains("Size"), "{}", o.out);
+    let k = line(&kept);
+    assert!(
+        k.contains("3.000 MiB") && k.ends_with(src.to_str().unwrap()),
+        "{k}"
+    );
+    let r = line(&rec_id);
+    assert!(!r.contains("B ") && r.ends_with("/recover"), "{r}");
+    assert!(o.out.ends_with("2 snapshots\n"), "{}", o.out);
+
+    let c = larder_ok(&repo, &cache, &["snapshots", "-c"]);
+    let k = c.out.lines().find(|l| l.starts_with(&kept[..8])).unwrap();
+    assert!(k.ends_with("hostA            daily"), "{k:?}");
+    assert!(
+        !c.out.contains(src.to_str().unwrap()) && !c.out.contains("MiB"),
+        "{}",
+        c.out
+    );
+    assert!(c.out.lines().next().unwrap().ends_with("Tags"), "{}", c.out);
+    let o = larder_run(
+        &repo,
+        &cache,
+        &["snapshots", "--compact", "--group-by", "host"],
+    );
+    assert!(o.code == 0 && o.out.contains("host [hostA]"), "{}", o.all());
+}
