@@ -19,6 +19,8 @@ pub enum Location {
     Rest(RestLocation),
     S3(S3Location),
     Sftp(SftpLocation),
+    /// `rclone:REMOTE:PATH`: what rclone is to serve.
+    Rclone(String),
 }
 
 /// A REST server (restic's protocol v2).
@@ -92,6 +94,15 @@ impl Location {
         if let Some(rest) = s.strip_prefix("sftp:") {
             return parse_sftp(rest).map(Location::Sftp);
         }
+        if let Some(rest) = s.strip_prefix("rclone:") {
+            if rest.is_empty() {
+                return Err(usage(
+                    "rclone:… (rclone:REMOTE:PATH)",
+                    "give the rclone remote and path",
+                ));
+            }
+            return Ok(Location::Rclone(rest.to_string()));
+        }
         Ok(Location::Local(repo.to_path_buf()))
     }
 
@@ -112,6 +123,7 @@ impl Location {
                 }
                 out
             }
+            Location::Rclone(r) => format!("rclone:{r}"),
             Location::Sftp(s) => {
                 let user = s.user.as_ref().map(|u| format!("{u}@")).unwrap_or_default();
                 match s.port {
@@ -349,5 +361,11 @@ mod tests {
         assert_eq!(s.port, Some(2222));
         assert_eq!(s.path, "/srv/repo");
         assert!(Location::parse(Path::new("sftp:nohostpath")).is_err());
+        assert_eq!(
+            parse("rclone:b2:bucket/larder"),
+            Location::Rclone("b2:bucket/larder".into())
+        );
+        assert_eq!(Location::Rclone("/srv/r".into()).display(), "rclone:/srv/r");
+        assert!(Location::parse(Path::new("rclone:")).is_err());
     }
 }

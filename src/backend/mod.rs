@@ -11,6 +11,7 @@
 pub mod http;
 mod local;
 pub mod location;
+mod rclone;
 mod rest;
 pub mod retry;
 mod s3;
@@ -351,6 +352,10 @@ pub fn open(repo: &std::path::Path, opts: &RemoteOptions) -> Result<Box<dyn Back
     Ok(match &loc {
         Location::Local(p) => Box::new(LocalBackend::new(p)),
         Location::Rest(r) => Box::new(RestBackend::new(r, shown, opts)),
+        Location::Rclone(remote) => {
+            let (server, at) = rclone::start(remote, opts.timeout)?;
+            Box::new(RestBackend::new(&at, shown, opts).with_server(server))
+        }
         Location::S3(s) => Box::new(S3Backend::new(s, shown, opts)?),
         Location::Sftp(l) => {
             if l.port.is_some() {

@@ -37,6 +37,9 @@ pub struct RestBackend {
     /// `Basic …`, if the URL had a user.
     auth: Option<String>,
     http: Http,
+    /// The rclone server this backend talks to, ended with it (the
+    /// `rclone:` backend).
+    _server: Option<super::rclone::RcloneServer>,
 }
 
 impl RestBackend {
@@ -53,7 +56,14 @@ impl RestBackend {
             base: loc.url.clone(),
             auth,
             http: Http::new(shown, opts),
+            _server: None,
         }
+    }
+
+    /// This backend, keeping `server` running as long as it lives.
+    pub fn with_server(mut self, server: super::rclone::RcloneServer) -> Self {
+        self._server = Some(server);
+        self
     }
 
     /// The server path of an object (relative to the base URL).

@@ -20,8 +20,9 @@ use std::sync::Arc;
 #[derive(Args, Debug, Clone)]
 pub struct Global {
     /// Repository location: a local directory, `rest:http[s]://[user:pass@]host:port/path`,
-    /// `s3:https://host[:port]/bucket/prefix`, `s3:host/bucket/prefix` or
-    /// `s3:http://host:port/bucket/prefix` (see README, "Remote repositories").
+    /// `s3:https://host[:port]/bucket/prefix`, `s3:host/bucket/prefix`,
+    /// `s3:http://host:port/bucket/prefix`, `sftp:[user@]host:/path` or
+    /// `rclone:REMOTE:PATH` (see README, "Remote repositories").
     #[arg(short = 'r', long = "repo", env = "LARDER_REPOSITORY", global = true)]
     pub repo: Option<PathBuf>,
     /// Requests in flight at once to a remote repository (5 unless given

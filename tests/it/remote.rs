@@ -960,3 +960,119 @@ fn ancestor_times(p: &Path) -> Vec<(i64, i64, i64, i64)> {
         })
         .collect()
 }
+
+/// The `rclone serve restic` processes serving `path` (by their arguments).
+fn rclone_servers(path: &Path) -> Vec<String> {
+    let out = Command::new("pgrep")
+        .args(["-af", "rclone serve restic"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(path.to_str().unwrap()) && !l.contains("sh -c"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `rclone:REMOTE:PATH` (restic's rclone backend): a remote configured in
+/// rclone's environment (its local backend) takes the whole sequence; no
+/// server outlives a command, nor a backup killed with SIGKILL, after
+/// which the next backup completes; two backups at once each have their
+/// own server and both complete; the server's password is never on its
+/// command line; a remote rclone does not know is a clear error with
+/// rclone's words.
+#[test]
+fn rclone_remote_full_sequence_and_a_kill() {
+    if !have("rclone") && skip("rclone is not installed") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let env = [("RCLONE_CONFIG_LARDERTEST_TYPE", "local")];
+    let repo = format!("rclone:lardertest:{}", store.display());
+    let tree = d.path().join("tree");
+    make_tree(&tree, 3 << 20);
+    let a = Client::new(&repo, &env);
+    full_sequence(&a, &tree);
+    assert!(store.join("config").is_file() && store.join("data").is_dir());
+    assert_eq!(
+        rclone_servers(&store),
+        Vec::<String>::new(),
+        "a server outlived its command"
+    );
+
+    // kill -9 in the middle of a slow backup of new data, then resume.
+    make_tree(&tree.join("second"), 20 << 20);
+    let mut c = a.cmd(&["--limit-upload", "4096", "backup", tree.to_str().unwrap()]);
+    let mut child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let server = loop {
+        let s = rclone_servers(&store);
+        if !s.is_empty() || start.elapsed() > Duration::from_secs(30) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(server.len(), 1, "{server:?}");
+    assert!(
+        !server[0].contains("--pass") && !server[0].contains("--user"),
+        "{server:?}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the backup ended before the kill"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = child.wait();
+    let start = Instant::now();
+    while !rclone_servers(&store).is_empty() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        rclone_servers(&store),
+        Vec::<String>::new(),
+        "the killed backup's server runs on"
+    );
+    assert_eq!(a.snapshot_count(), 1, "the killed backup left no snapshot");
+    a.run(&["backup", tree.to_str().unwrap()], 0);
+    a.run(&["check", "--read-data"], 0);
+    restore(&a, &tree, &a.dir.path().join("after-kill"));
+
+    // Two backups at once, each through its own server.
+    write(&tree.join("third/n.txt"), b"new for both");
+    let both: Vec<Child> = (0..2)
+        .map(|_| {
+            let mut c = a.cmd(&["backup", "-q", tree.to_str().unwrap()]);
+            c.stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in both {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(a.snapshot_count(), 4);
+    a.run(&["check"], 0);
+    assert_eq!(rclone_servers(&store), Vec::<String>::new());
+
+    let bad = Client::new("rclone:nosuchremote:x", &[]);
+    let (_, err) = bad.run(&["snapshots"], 1);
+    assert!(
+        err.contains("rclone:nosuchremote:x") && err.contains("nosuchremote"),
+        "{err}"
+    );
+    let none = Client::new(&repo, &[("LARDER_RCLONE_PROGRAM", "/nonexistent/rclone")]);
+    let (_, err) = none.run(&["snapshots"], 1);
+    assert!(err.contains("/nonexistent/rclone"), "{err}");
+}
