@@ -28,6 +28,21 @@ impl Drop for Server {
     }
 }
 
+/// Kills `child` with SIGKILL after `wait`, checking it still ran then.
+fn kill_running(mut child: Child, wait: Duration) {
+    std::thread::sleep(wait);
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the command ended before it was killed"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = child.wait();
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -374,22 +389,12 @@ fn s3_full_sequence_and_resume_after_kill() {
     // kill -9 in the middle of a slow backup of new data, then resume.
     make_tree(&tree.join("second"), 40 << 20);
     let mut c = a.cmd(&["--limit-upload", "8192", "backup", tree.to_str().unwrap()]);
-    let mut child = c
+    let child = c
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the backup was still running when killed"
-    );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = child.wait();
+    kill_running(child, Duration::from_secs(3));
     assert_eq!(a.snapshot_count(), 1, "the killed backup left no snapshot");
     a.run(&["backup", tree.to_str().unwrap()], 0);
     assert_eq!(a.snapshot_count(), 2);
@@ -808,20 +813,13 @@ fn s3_requests_per_command_are_few() {
 
     // A run killed mid-upload: the next backup looks for its packs.
     write(&tree.join("new.bin"), &rand_bytes(9, 24 << 20));
-    let mut child = a
+    let child = a
         .cmd(&["--limit-upload", "4096", "backup", src])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(child.try_wait().unwrap().is_none(), "still running");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = child.wait();
+    kill_running(child, Duration::from_secs(3));
     proxy.reset_counts();
     a.run(&["backup", src], 0);
     let (_, what) = proxy.counts();
@@ -1004,7 +1002,7 @@ fn rclone_remote_full_sequence_and_a_kill() {
     // kill -9 in the middle of a slow backup of new data, then resume.
     make_tree(&tree.join("second"), 20 << 20);
     let mut c = a.cmd(&["--limit-upload", "4096", "backup", tree.to_str().unwrap()]);
-    let mut child = c
+    let child = c
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1022,17 +1020,7 @@ fn rclone_remote_full_sequence_and_a_kill() {
         !server[0].contains("--pass") && !server[0].contains("--user"),
         "{server:?}"
     );
-    std::thread::sleep(Duration::from_secs(2));
-    assert!(
-        child.try_wait().unwrap().is_none(),
-        "the backup ended before the kill"
-    );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let _ = child.wait();
+    kill_running(child, Duration::from_secs(2));
     let start = Instant::now();
     while !rclone_servers(&store).is_empty() && start.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(50));

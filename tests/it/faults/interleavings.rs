@@ -1279,6 +1279,31 @@ fn a_repair_index_at_each_open_beside_a_command_stream_backup() {
     assert!(ran.get() > 0 && refused.get() > 0, "not both outcomes");
 }
 
+/// A backup of `src` beside a held command of an exclusive lock: it
+/// completes (its snapshot's id kept in `id`, counted in `ran`) or, while
+/// the lock is held, is refused with exit 11 (`id` emptied, counted in
+/// `refused`); anything else fails the test.
+fn backup_beside_exclusive(
+    dir: &Path,
+    src: &Path,
+    id: &RefCell<Option<String>>,
+    (ran, refused): (&Cell<u32>, &Cell<u32>),
+    what: &str,
+) {
+    let b = second(dir, &["backup", "--json", path_str(src)]);
+    match b.code {
+        0 => {
+            ran.set(ran.get() + 1);
+            *id.borrow_mut() = Some(snapshot_id_of(&b));
+        }
+        11 => {
+            refused.set(refused.get() + 1);
+            *id.borrow_mut() = None;
+        }
+        _ => panic!("{what}: beside: {}", b.all()),
+    }
+}
+
 /// `recover` held at each open beside a backup: the backup completes (its
 /// snapshot restores exactly) or, while `recover` holds its exclusive
 /// lock, is refused (exit 11); `recover` saves the very tree it saves
@@ -1299,20 +1324,7 @@ fn a_recover_at_each_open_beside_a_backup() {
     sweep(
         &state,
         &["recover", "--json"],
-        |dir, what| {
-            let b = second(dir, &["backup", "--json", path_str(&src)]);
-            match b.code {
-                0 => {
-                    ran.set(ran.get() + 1);
-                    *backup_id.borrow_mut() = Some(snapshot_id_of(&b));
-                }
-                11 => {
-                    refused.set(refused.get() + 1);
-                    *backup_id.borrow_mut() = None;
-                }
-                _ => panic!("{what}: beside: {}", b.all()),
-            }
-        },
+        |dir, what| backup_beside_exclusive(dir, &src, &backup_id, (&ran, &refused), what),
         |dir, r, what| {
             let report = crate::support::json_lines(&r.out).pop().unwrap();
             assert_eq!(report["lost"], serde_json::json!(lost), "{what}: {report}");
@@ -1348,20 +1360,7 @@ fn a_repair_packs_at_each_open_beside_a_backup() {
     sweep(
         &state,
         &["--json", "repair", "packs", &pack],
-        |dir, what| {
-            let b = second(dir, &["backup", "--json", path_str(&src)]);
-            match b.code {
-                0 => {
-                    ran.set(ran.get() + 1);
-                    *backup_id.borrow_mut() = Some(snapshot_id_of(&b));
-                }
-                11 => {
-                    refused.set(refused.get() + 1);
-                    *backup_id.borrow_mut() = None;
-                }
-                _ => panic!("{what}: beside: {}", b.all()),
-            }
-        },
+        |dir, what| backup_beside_exclusive(dir, &src, &backup_id, (&ran, &refused), what),
         |dir, r, what| {
             let report = crate::support::json_lines(&r.out).pop().unwrap();
             assert_eq!(
