@@ -74,8 +74,9 @@ pub struct Args {
     /// Tag the snapshot (repeatable).
     #[arg(long)]
     pub tag: Vec<String>,
-    /// Record this host name instead of the machine's.
-    #[arg(long)]
+    /// Record this host name instead of the machine's (and find the
+    /// parent among its snapshots).
+    #[arg(long, env = "LARDER_HOST")]
     pub host: Option<String>,
     /// Read and chunk everything but write nothing.
     #[arg(short = 'n', long)]

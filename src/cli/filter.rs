@@ -9,7 +9,7 @@ use crate::snapshot::Filter;
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct FilterArgs {
     /// Only snapshots from this host (repeatable).
-    #[arg(long = "host")]
+    #[arg(long = "host", env = "LARDER_HOST")]
     pub hosts: Vec<String>,
     /// Only snapshots with this tag (repeatable).
     #[arg(long = "tag")]

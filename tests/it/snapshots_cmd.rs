@@ -203,3 +203,53 @@ fn the_table_shows_sizes_and_compact_leaves_out_paths_and_sizes() {
     );
     assert!(o.code == 0 && o.out.contains("host [hostA]"), "{}", o.all());
 }
+
+/// `LARDER_HOST` (restic 0.17's `RESTIC_HOST`): the host a backup records
+/// and finds its parent by, and the host the snapshot filters keep; an
+/// explicit `--host` wins.
+#[test]
+fn larder_host_names_the_backups_host_and_filters_by_it() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    write(&src.join("a.txt"), b"a");
+    let with_host = |host: &str, args: &[&str]| {
+        let mut c = crate::faults::larder_cmd(&repo, &cache, args);
+        c.env("LARDER_HOST", host);
+        let o = crate::faults::wait_bounded(crate::faults::spawn(c), "with LARDER_HOST");
+        assert_eq!(o.code, 0, "{}", o.all());
+        o
+    };
+    let src_s = src.to_str().unwrap();
+    let first = with_host("envhost", &["backup", "--json", src_s]);
+    let first = crate::faults::snapshot_id_of(&first);
+    let second = with_host("envhost", &["backup", "--json", src_s]);
+    let summary = crate::support::json_lines(&second.out).pop().unwrap();
+    assert_eq!(summary["parent"], first.as_str(), "{summary}");
+    backup(&repo, &cache, &src, "flaghost", &[], "2026-01-01 10:00:00");
+    let all = snapshots_json(&repo, &cache, &[]);
+    let hosts: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["hostname"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        hosts.iter().filter(|h| **h == "envhost").count(),
+        2,
+        "{hosts:?}"
+    );
+    let o = with_host("envhost", &["snapshots", "--json"]);
+    let v: Value = serde_json::from_str(&o.out).unwrap();
+    assert_eq!(ids(&v).len(), 2, "{v}");
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["hostname"] == "envhost"),
+        "{v}"
+    );
+    let o = with_host("envhost", &["snapshots", "--json", "--host", "flaghost"]);
+    let v: Value = serde_json::from_str(&o.out).unwrap();
+    assert_eq!(ids(&v).len(), 1, "{v}");
+}
