@@ -91,7 +91,12 @@ pub fn larder(repo: &Path, cache: &Path) -> std::process::Command {
         // A work factor below the default is refused without this.
         .env("LARDER_INSECURE_TEST_KDF", "1")
         .env_remove("LARDER_PASSWORD_FILE")
-        .env_remove("LARDER_PASSWORD_COMMAND");
+        .env_remove("LARDER_PASSWORD_COMMAND")
+        // The machine's settings stay out of the tests.
+        .env_remove("LARDER_HOST")
+        .env_remove("LARDER_PACK_SIZE")
+        .env_remove("LARDER_COMPRESSION")
+        .env_remove("LARDER_CONNECTIONS");
     c
 }
 
