@@ -1023,21 +1023,27 @@ impl Index {
         Ok(out)
     }
 
-    /// Which of `ids` the index also places in a pack other than `pack`,
-    /// one no deletion plan marks (a copy that stays).
-    pub fn copies_elsewhere(&mut self, pack: &Id, ids: &[Id]) -> Result<HashSet<Id>> {
+    /// Which of `ids` the index also places in a pack outside `packs`, one
+    /// no deletion plan marks (a copy that stays).
+    pub fn copies_elsewhere(&mut self, packs: &HashSet<Id>, ids: &[Id]) -> Result<HashSet<Id>> {
         self.materialize()?;
         let mut st = self
             .conn
             .prepare_cached(
-                "SELECT 1 FROM blobs b JOIN packs p ON p.num = b.pack
-                 WHERE b.id = ?1 AND p.id != ?2 AND b.marked = 0 LIMIT 1",
+                "SELECT p.id FROM blobs b JOIN packs p ON p.num = b.pack
+                 WHERE b.id = ?1 AND b.marked = 0",
             )
             .map_err(|e| self.err(e))?;
         let mut out = HashSet::new();
         for id in ids {
-            if st.exists(params![id.0, pack.0]).map_err(|e| self.err(e))? {
-                out.insert(*id);
+            let holders = st
+                .query_map(params![id.0], |r| r.get::<_, [u8; 32]>(0))
+                .map_err(|e| self.err(e))?;
+            for h in holders {
+                if !packs.contains(&Id(h.map_err(|e| self.err(e))?)) {
+                    out.insert(*id);
+                    break;
+                }
             }
         }
         Ok(out)

@@ -99,9 +99,11 @@ pub fn repair_packs(repo: &Repository, packs: &[Id]) -> Result<RepairPacksReport
     let mut report = RepairPacksReport::default();
     let mut packer = Packer::with_lock(repo, Some(lock.clone()))?;
     let mut drop: Vec<MarkedPack> = Vec::new();
+    // A copy in another pack named here is no copy: that pack may go too.
+    let named: HashSet<Id> = packs.iter().copied().collect();
     for id in packs {
         crate::interrupt::check()?;
-        let (r, salvaged, size) = examine(repo, id)?;
+        let (r, salvaged, size) = examine(repo, id, &named)?;
         if r.outcome == Outcome::Repaired {
             for b in salvaged {
                 packer.add_prepared(b)?;
@@ -126,7 +128,20 @@ pub fn repair_packs(repo: &Repository, packs: &[Id]) -> Result<RepairPacksReport
     )?;
     repo.sync_index()?;
     let ids: HashSet<Id> = drop.iter().map(|m| m.id).collect();
-    compact(repo, &lock, &ids)?;
+    let compaction = compact(repo, &lock, &ids)?;
+    if !compaction.unreadable.is_empty() {
+        // A segment that still lists the packs stays: deleting them now
+        // would leave the index naming blobs that are gone. The plan
+        // stays too, so no later open indexes them as orphans.
+        return Err(Error::corrupt(
+            "index",
+            format!(
+                "segments that could not be read still list the packs: {}; \
+                 run `larder repair index`, then this command again",
+                compaction.unreadable.join("; ")
+            ),
+        ));
+    }
     for m in &drop {
         lock.check()?;
         match repo.backend().delete(Kind::Pack, &m.id.to_hex()) {
@@ -141,8 +156,13 @@ pub fn repair_packs(repo: &Repository, packs: &[Id]) -> Result<RepairPacksReport
 }
 
 /// Reads pack `id` and verifies each of its blobs: what it found, the
-/// blobs that verified (ready to copy), and the pack's size.
-fn examine(repo: &Repository, id: &Id) -> Result<(PackRepair, Vec<PreparedBlob>, u64)> {
+/// blobs that verified (ready to copy, unless a pack not in `named` holds
+/// them too), and the pack's size.
+fn examine(
+    repo: &Repository,
+    id: &Id,
+    named: &HashSet<Id>,
+) -> Result<(PackRepair, Vec<PreparedBlob>, u64)> {
     let name = id.to_hex();
     let what = Kind::Pack.path(&name);
     let mut r = PackRepair {
@@ -241,7 +261,7 @@ fn examine(repo: &Repository, id: &Id) -> Result<(PackRepair, Vec<PreparedBlob>,
     // A blob another pack also holds (an earlier run's copy, killed before
     // it deleted this pack) is not copied again.
     let ids: Vec<Id> = salvaged.iter().map(|b| b.id).collect();
-    let elsewhere = repo.index()?.copies_elsewhere(id, &ids)?;
+    let elsewhere = repo.index()?.copies_elsewhere(named, &ids)?;
     salvaged.retain(|b| !elsewhere.contains(&b.id));
     Ok((r, salvaged, size))
 }

@@ -268,3 +268,45 @@ fn unknown_and_ambiguous_packs_are_clear_errors_that_change_nothing() {
     assert_eq!(crate::faults::snapshot_names(&repo), before);
     check_passes(&repo, &cache, true, "after the refused repairs");
 }
+
+/// A blob held by two packs, both named: its copy in the one pack is
+/// damaged, the other pack's header is. Neither copy counts as kept by the
+/// other (both packs go), so the good one is salvaged, and the snapshot
+/// restores exactly.
+#[test]
+fn a_blob_in_two_named_packs_is_salvaged_from_the_good_copy() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    fill(&src, 4, 12, 300 << 10);
+    let id = backup_ok(&repo, &cache, &src);
+    let want = manifest(&src);
+    let scratch = t.dir.path().join("lib-cache");
+    let (a, entries) = data_packs(&repo, &scratch).first().unwrap().clone();
+    let x = entries[entries.len() / 2];
+    // A second pack holding a copy of blob x alone.
+    let b = {
+        let r = lib_open(&repo, &scratch);
+        let plain = r.read_blob(&x.id).unwrap();
+        let mut p = larder::packer::Packer::new(&r).unwrap();
+        p.add_prepared(larder::packer::seal_blob(&r, BlobType::Data, x.id, &plain).unwrap())
+            .unwrap();
+        p.finish().unwrap();
+        let packs = data_packs(&repo, &scratch);
+        packs
+            .iter()
+            .find(|(_, e)| e.len() == 1 && e[0].id == x.id)
+            .unwrap()
+            .0
+    };
+    flip_pack_byte(&repo, &a, x.offset + x.stored_len as u64 / 2);
+    damage_header(&repo, &b);
+    let r = repair_json(&repo, &cache, &[&a.to_hex(), &b.to_hex()]);
+    assert_eq!(r["packs"][0]["lost"][0]["id"], x.id.to_hex(), "{r}");
+    assert_eq!(r["packs"][1]["lost"], serde_json::json!([]), "{r}");
+    assert!(listed_blobs(&repo, &cache).contains(&x.id.to_hex()), "{r}");
+    assert!(!pack_path(&repo, &a).exists() && !pack_path(&repo, &b).exists());
+    check_passes(&repo, &cache, true, "after repairing both");
+    let got = restore_cli(&repo, &cache, &id, &src, &t.dir.path().join("back"));
+    assert_same_manifest(&want, &manifest(&got), "after repairing both");
+}
