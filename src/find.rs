@@ -20,7 +20,7 @@ use crate::id::Id;
 use crate::pack::BlobType;
 use crate::repository::Repository;
 use crate::snapshot::Snapshot;
-use crate::tree::{Node, NodeKind, check_depth};
+use crate::tree::{MAX_DEPTH, Node, NodeKind, check_depth};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -215,7 +215,9 @@ struct Finder<'r> {
     opts: &'r FindOptions,
     matcher: Matcher,
     mode: FindMode,
-    memo: HashMap<(Id, Vec<u8>), Rc<Vec<Item>>>,
+    /// By tree, path (for path globs) and, for a result the depth limit
+    /// cut, the depth it was found at.
+    memo: HashMap<(Id, Vec<u8>, Option<usize>), Visited>,
     stats: FindStats,
 }
 
@@ -254,25 +256,38 @@ impl Finder<'_> {
     }
 
     /// What matches below tree `id` at `path`, read once per key.
-    /// (`depth`: of the tree below the snapshot's root; one deeper than
-    /// [`crate::tree::MAX_DEPTH`] counts as unreadable.)
-    fn visit(&mut self, id: Id, path: &[u8], depth: usize) -> Result<Rc<Vec<Item>>> {
+    ///
+    /// `depth` is the tree's below the snapshot's root; below
+    /// [`crate::tree::MAX_DEPTH`] a tree counts as unreadable. A result
+    /// holds as many levels as the tree it came from, so it is reused only
+    /// where it fits under the limit; one cut by the limit is remembered
+    /// for its depth alone. So a crafted tree that reuses subtrees deeper
+    /// and deeper neither nests results beyond the limit nor costs more
+    /// than one walk per depth.
+    fn visit(&mut self, id: Id, path: &[u8], depth: usize) -> Result<Visited> {
         crate::interrupt::check()?;
-        let key = (
-            id,
-            if self.matcher.by_path() {
-                path.to_vec()
-            } else {
-                Vec::new()
-            },
-        );
-        if let Some(items) = self.memo.get(&key) {
+        let pk = if self.matcher.by_path() {
+            path.to_vec()
+        } else {
+            Vec::new()
+        };
+        let fits = |v: &Visited| depth + v.height <= MAX_DEPTH + 1;
+        let found = match self.memo.get(&(id, pk.clone(), None)) {
+            Some(v) if fits(v) => Some(v.clone()),
+            _ => self.memo.get(&(id, pk.clone(), Some(depth))).cloned(),
+        };
+        if let Some(v) = found {
             self.stats.trees_reused += 1;
-            return Ok(items.clone());
+            return Ok(v);
         }
         let loaded =
             check_depth(depth, format!("tree {id}")).and_then(|_| self.repo.load_tree(&id));
-        let items = match loaded {
+        let mut v = Visited {
+            items: Rc::new(Vec::new()),
+            height: 1,
+            cut: false,
+        };
+        match loaded {
             Ok(tree) => {
                 self.stats.trees_loaded += 1;
                 let mut items = Vec::new();
@@ -283,12 +298,14 @@ impl Finder<'_> {
                     }
                     if let (NodeKind::Dir, Some(sub)) = (n.kind, n.subtree) {
                         let below = self.visit(sub, &p, depth + 1)?;
-                        if !below.is_empty() {
-                            items.push(Item::Sub(n.name.clone(), below));
+                        v.height = v.height.max(below.height + 1);
+                        v.cut |= below.cut;
+                        if !below.items.is_empty() {
+                            items.push(Item::Sub(n.name.clone(), below.items));
                         }
                     }
                 }
-                items
+                v.items = Rc::new(items);
             }
             Err(e @ (Error::Interrupted | Error::LockLost(_))) => return Err(e),
             Err(e) => {
@@ -298,13 +315,28 @@ impl Finder<'_> {
                     String::from_utf8_lossy(shown),
                     id.short()
                 ));
-                Vec::new()
+                if depth > MAX_DEPTH {
+                    // Cut here: not a result for where it fits.
+                    v.height = 0;
+                    v.cut = true;
+                    return Ok(v);
+                }
             }
-        };
-        let items = Rc::new(items);
-        self.memo.insert(key, items.clone());
-        Ok(items)
+        }
+        let at = v.cut.then_some(depth);
+        self.memo.insert((id, pk, at), v.clone());
+        Ok(v)
     }
+}
+
+/// What [`Finder::visit`] found below one tree: the matches, how many
+/// tree levels it spans (itself included), and whether the depth limit cut
+/// it.
+#[derive(Clone)]
+struct Visited {
+    items: Rc<Vec<Item>>,
+    height: usize,
+    cut: bool,
 }
 
 /// Emits the remembered matches `items` below `prefix`.
@@ -376,7 +408,7 @@ pub fn find(
                 },
             });
         }
-        let items = f.visit(snap.tree, b"", 1)?;
+        let items = f.visit(snap.tree, b"", 1)?.items;
         emit(&items, b"", id, snap, &mut matches, on_match);
     }
     f.stats.matches = matches;

@@ -232,3 +232,81 @@ fn a_backup_of_a_deeper_tree_on_disk_leaves_the_excess_out() {
     assert_eq!(c.code, 0, "{}", c.all());
     assert!(Path::new(&src).exists());
 }
+
+/// A subtree reached twice, once where it fits under the limit and once
+/// far deeper: `find` reports its match where it fits, and the deeper
+/// place as too deep (a search that reused the first result there would
+/// report a match beyond the limit, and could nest results without end).
+#[test]
+fn find_reuses_a_subtree_only_where_it_fits() {
+    let t = TestRepo::new();
+    let repo = t.init();
+    let mut p = Packer::new(&repo).unwrap();
+    let (data, _) = p.add(BlobType::Data, b"x").unwrap();
+    let mut file = Node::made_up(b"f".to_vec(), NodeKind::File, 0o644);
+    file.size = 1;
+    file.content = vec![data];
+    let mut store = |nodes: Vec<Node>| {
+        p.add(BlobType::Tree, &Tree { nodes }.encode().unwrap())
+            .unwrap()
+            .0
+    };
+    let dir = |name: &str, sub| {
+        let mut d = Node::made_up(name.as_bytes().to_vec(), NodeKind::Dir, 0o755);
+        d.subtree = Some(sub);
+        d
+    };
+    // X: a chain whose file lies MAX_DEPTH - 5 levels below X's own tree.
+    let mut x = store(vec![file]);
+    for _ in 0..MAX_DEPTH - 6 {
+        x = store(vec![dir("c", x)]);
+    }
+    // b/d/d/…/X, with X 100 levels down.
+    let mut deep = x;
+    for _ in 0..100 {
+        deep = store(vec![dir("d", deep)]);
+    }
+    let root = store(vec![dir("a", x), dir("b", deep)]);
+    p.finish().unwrap();
+    let snap = Snapshot::by_this_process(
+        1_700_000_000_000_000_000,
+        "host".into(),
+        vec!["/twice".into()],
+        Vec::new(),
+        root,
+        None,
+        Summary::default(),
+    );
+    let id = snapshot::save(&repo, &snap).unwrap().to_hex();
+    drop(repo);
+    std::fs::remove_dir_all(t.cache_path()).unwrap();
+    let o = larder_run(
+        &t.repo_path(),
+        &t.cache_path(),
+        &["--json", "find", "f", "-s", &id],
+    );
+    let lines = json_lines(&o.out);
+    let matches: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["message_type"] == "match")
+        .collect();
+    assert_eq!(
+        matches.len(),
+        1,
+        "{}",
+        o.err.chars().take(500).collect::<String>()
+    );
+    assert!(matches[0]["path"].as_str().unwrap().starts_with("/a/c/"));
+    let summary = lines.last().unwrap();
+    let unreadable = summary["unreadable"].as_array().unwrap();
+    assert_eq!(unreadable.len(), 1, "{summary}");
+    assert!(
+        unreadable[0].as_str().unwrap().starts_with("/b/d/"),
+        "{summary}"
+    );
+    assert!(
+        unreadable[0].as_str().unwrap().contains("nested more than"),
+        "{summary}"
+    );
+    assert_eq!(o.code, 1, "{}", o.err.chars().take(500).collect::<String>());
+}
