@@ -39,6 +39,9 @@ struct LiveDiffer<'r, 'f> {
     owners: Owners,
     chunker: Chunker,
     buf: Vec<u8>,
+    /// The depth of the tree being read, the compared directory's at 1
+    /// ([`crate::tree::MAX_DEPTH`]).
+    depth: usize,
 }
 
 /// Compares directory `dir` on disk (absolute) with the same path in the
@@ -66,6 +69,7 @@ pub fn diff_live(
         owners: Owners::default(),
         chunker: repo.chunker()?,
         buf: Vec::new(),
+        depth: 1,
     };
     let tree = d.load(&sub)?;
     d.dir(&dir, &tree)?;
@@ -174,9 +178,11 @@ impl LiveDiffer<'_, '_> {
             }
         }
         if let (NodeKind::Dir, Some(sub)) = (old.kind, old.subtree) {
-            check_depth(path.components().count(), format!("tree {sub}"))?;
+            self.depth += 1;
+            check_depth(self.depth, format!("tree {sub}"))?;
             let t = self.load(&sub)?;
             self.dir(path, &t)?;
+            self.depth -= 1;
         }
         Ok(())
     }
@@ -240,12 +246,13 @@ impl LiveDiffer<'_, '_> {
             NodeKind::Dir => {
                 self.stats.dirs_removed += 1;
                 if let Some(sub) = old.subtree {
-                    // The path's own components bound how deep this goes.
-                    check_depth(path.components().count(), format!("tree {sub}"))?;
+                    self.depth += 1;
+                    check_depth(self.depth, format!("tree {sub}"))?;
                     let t = self.load(&sub)?;
                     for n in &t.nodes {
                         self.whole_old(&path.join(std::ffi::OsStr::from_bytes(&n.name)), n)?;
                     }
+                    self.depth -= 1;
                 }
             }
             _ => self.stats.others_removed += 1,

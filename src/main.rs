@@ -3,8 +3,27 @@
 
 fn main() {
     fix_mmap_threshold();
-    let code = larder::cli::main();
-    std::process::exit(code);
+    std::process::exit(on_a_large_stack(larder::cli::main));
+}
+
+/// Stack for the command's thread. The walks of a snapshot's trees recurse
+/// a level at a time, up to `tree::MAX_DEPTH` (2,048) levels, and the
+/// deepest of them (`repair snapshots`) takes up to about 4 KiB a level:
+/// about the whole of the 8 MiB main thread's stack. 64 MiB leaves eight
+/// times that; only the pages a walk touches are ever allocated.
+const STACK: usize = 64 << 20;
+
+/// Runs `f` on a thread with a [`STACK`]-byte stack (on this thread if no
+/// such thread can be made); its exit code, 101 if it panicked.
+fn on_a_large_stack(f: fn() -> i32) -> i32 {
+    match std::thread::Builder::new()
+        .name("larder".into())
+        .stack_size(STACK)
+        .spawn(f)
+    {
+        Ok(handle) => handle.join().unwrap_or(101),
+        Err(_) => f(),
+    }
 }
 
 /// Buffers of 512 KiB and more (the larger chunks, the nodes of

@@ -48,7 +48,16 @@ pub fn walk(
     let start = tree_at(repo, root, sub)?;
     let prefix = format!("/{}", sub.trim_matches('/'));
     let prefix = if prefix == "/" { String::new() } else { prefix };
-    walk_tree(repo, &start, &prefix, f, 1)
+    walk_tree(repo, &start, &prefix, f, depth_of(sub))
+}
+
+/// The depth of the tree of directory `sub` (a `/`-separated path below
+/// the root, whose tree is at depth 1).
+fn depth_of(sub: &str) -> usize {
+    1 + sub
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .count()
 }
 
 fn walk_tree(
@@ -90,8 +99,9 @@ pub fn walk_nested(
     f: &mut dyn FnMut(Step<'_>) -> Result<()>,
 ) -> Result<()> {
     let _lock = repo.lock_for_reading()?;
-    let start = tree_at(repo, root, sub.unwrap_or(""))?;
-    nest(repo, &start, f, 1)
+    let sub = sub.unwrap_or("");
+    let start = tree_at(repo, root, sub)?;
+    nest(repo, &start, f, depth_of(sub))
 }
 
 fn nest(

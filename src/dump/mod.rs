@@ -192,17 +192,6 @@ pub(crate) fn write_content(repo: &Repository, node: &Node, out: &mut dyn Write)
 }
 
 /// `prefix/name` (or `name` at the top).
-/// Refuses tree `sub` of the directory at `path` (relative, `/`-joined)
-/// when it lies deeper than [`crate::tree::MAX_DEPTH`].
-fn check_depth_of(path: &[u8], sub: &Id) -> Result<()> {
-    // The dumped root's path is empty (its tree at depth 1); `a` is at 2.
-    let depth = match path.is_empty() {
-        true => 1,
-        false => path.iter().filter(|b| **b == b'/').count() + 2,
-    };
-    crate::tree::check_depth(depth, format!("tree {sub}"))
-}
-
 fn join(prefix: &[u8], name: &[u8]) -> Vec<u8> {
     let mut p = prefix.to_vec();
     if !p.is_empty() {

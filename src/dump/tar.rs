@@ -48,13 +48,14 @@ pub(super) fn write(
         links: HashMap::new(),
         report,
     };
-    t.entry(path, node)?;
+    t.entry(path, node, 1)?;
     t.b.finish().map_err(out_err)
 }
 
 impl TarDump<'_, '_> {
     /// Writes one entry; a directory with its contents.
-    fn entry(&mut self, path: &[u8], node: &Node) -> Result<()> {
+    /// (`depth`: of a directory's tree, the dumped root's at 1.)
+    fn entry(&mut self, path: &[u8], node: &Node, depth: usize) -> Result<()> {
         crate::interrupt::check()?;
         match node.kind {
             NodeKind::Dir => {
@@ -67,10 +68,10 @@ impl TarDump<'_, '_> {
                 let Some(sub) = node.subtree else {
                     return Ok(());
                 };
-                crate::dump::check_depth_of(path, &sub)?;
+                crate::tree::check_depth(depth, format!("tree {sub}"))?;
                 let tree = self.repo.load_tree(&sub)?;
                 for n in &tree.nodes {
-                    self.entry(&join(path, &n.name), n)?;
+                    self.entry(&join(path, &n.name), n, depth + 1)?;
                 }
                 Ok(())
             }

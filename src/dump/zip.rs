@@ -28,7 +28,7 @@ pub(super) fn write(
     report: &mut DumpReport,
 ) -> Result<()> {
     let mut z = ZipWriter::new_stream(out);
-    entry(repo, &mut z, path, node, report)?;
+    entry(repo, &mut z, path, node, report, 1)?;
     z.finish().map_err(zip_err)?;
     Ok(())
 }
@@ -62,12 +62,15 @@ fn dos_time(secs: i64) -> Option<zip::DateTime> {
     .ok()
 }
 
+/// Writes one entry; a directory with its contents (`depth`: of a
+/// directory's tree, the dumped root's at 1).
 fn entry(
     repo: &Repository,
     z: &mut ZipWriter<StreamWriter<&mut dyn Write>>,
     path: &[u8],
     node: &Node,
     report: &mut DumpReport,
+    depth: usize,
 ) -> Result<()> {
     crate::interrupt::check()?;
     let name = String::from_utf8_lossy(path).into_owned();
@@ -85,10 +88,10 @@ fn entry(
             let Some(sub) = node.subtree else {
                 return Ok(());
             };
-            crate::dump::check_depth_of(path, &sub)?;
+            crate::tree::check_depth(depth, format!("tree {sub}"))?;
             let tree = repo.load_tree(&sub)?;
             for n in &tree.nodes {
-                entry(repo, z, &join(path, &n.name), n, report)?;
+                entry(repo, z, &join(path, &n.name), n, report, depth + 1)?;
             }
         }
         NodeKind::File => {

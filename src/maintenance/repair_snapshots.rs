@@ -256,11 +256,16 @@ impl Rewriter<'_, '_> {
     /// Rewrites tree `id` (at `path`) without what is missing below it.
     fn rewrite(&mut self, id: &Id, path: &str) -> Result<Outcome> {
         crate::interrupt::check()?;
-        if self.whole.contains(id)? {
+        // Each level adds a `/` and a name to the path (a crafted name may
+        // hold more `/`, which only counts deeper).
+        let depth = path.bytes().filter(|b| *b == b'/').count() + 1;
+        // Whole where it was met is not whole deeper down, where the
+        // depth limit may cut it: remembered with its depth.
+        let key = at_depth(id, depth);
+        if self.whole.contains(&key)? {
             return Ok(Outcome::Same);
         }
         // A tree nested too deep is cut there, as one that cannot be read.
-        let depth = path.bytes().filter(|b| *b == b'/').count() + 1;
         let loaded = crate::tree::check_depth(depth, format!("tree {id}"))
             .and_then(|_| self.repo.load_tree_checked(id));
         let tree = match loaded {
@@ -287,7 +292,7 @@ impl Rewriter<'_, '_> {
             }
         }
         if !changed {
-            self.whole.insert(id)?;
+            self.whole.insert(&key)?;
             return Ok(Outcome::Same);
         }
         Ok(Outcome::New(self.store(&Tree { nodes })?))
@@ -383,4 +388,15 @@ impl Rewriter<'_, '_> {
             None => Ok(self.repo.keys().blob_id(&bytes)),
         }
     }
+}
+
+/// The key of tree `id` met at `depth` in the set of whole trees. Not
+/// inlined: the hasher's 2 KB would otherwise sit in every frame of the
+/// recursive rewrite.
+#[inline(never)]
+fn at_depth(id: &Id, depth: usize) -> Id {
+    let mut h = blake3::Hasher::new();
+    h.update(&id.0);
+    h.update(&(depth as u64).to_le_bytes());
+    Id(*h.finalize().as_bytes())
 }

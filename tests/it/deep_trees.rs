@@ -19,6 +19,11 @@ use std::path::Path;
 /// before, the file `f` at the bottom (so its tree is at depth `levels +
 /// 1`). Returns the repository's test fixture and the snapshot's id.
 fn deep_snapshot(levels: usize) -> (TestRepo, String) {
+    deep_snapshot_named(levels, |i| format!("d{}", i % 10))
+}
+
+/// [`deep_snapshot`] with the directories named by `name`.
+fn deep_snapshot_named(levels: usize, name: impl Fn(usize) -> String) -> (TestRepo, String) {
     let t = TestRepo::new();
     let repo = t.init();
     let mut p = Packer::new(&repo).unwrap();
@@ -29,7 +34,7 @@ fn deep_snapshot(levels: usize) -> (TestRepo, String) {
     let mut tree = Tree { nodes: vec![file] };
     for i in 0..levels {
         let (id, _) = p.add(BlobType::Tree, &tree.encode().unwrap()).unwrap();
-        let mut dir = Node::made_up(format!("d{}", i % 10).into_bytes(), NodeKind::Dir, 0o755);
+        let mut dir = Node::made_up(name(i).into_bytes(), NodeKind::Dir, 0o755);
         dir.subtree = Some(id);
         tree = Tree { nodes: vec![dir] };
     }
@@ -309,4 +314,49 @@ fn find_reuses_a_subtree_only_where_it_fits() {
         "{summary}"
     );
     assert_eq!(o.code, 1, "{}", o.err.chars().take(500).collect::<String>());
+}
+
+/// Crafted names that add nothing to a path (empty, `.`) or more than one
+/// level (`a/b`) do not hide a tree's depth: each command counts levels,
+/// not path components.
+#[test]
+fn crafted_names_do_not_hide_the_depth() {
+    for name in ["", ".", "a/b"] {
+        let (t, id) = deep_snapshot_named(MAX_DEPTH, |_| name.to_string());
+        let (repo, cache) = (t.repo_path(), t.cache_path());
+        let says = format!("nested more than {MAX_DEPTH} levels deep");
+        for args in [
+            vec!["dump", "--archive", "tar", &id, "/"],
+            vec!["dump", "--archive", "zip", &id, "/"],
+            vec!["ls", &id],
+            vec!["stats", &id],
+            vec!["find", "f"],
+        ] {
+            let o = larder_run(&repo, &cache, &args);
+            assert!(
+                (1..=3).contains(&o.code) && o.err.contains(&says),
+                "{name:?} {args:?}: {}",
+                o.all().chars().take(1000).collect::<String>()
+            );
+        }
+        let r = larder_run(
+            &repo,
+            &cache,
+            &["--json", "repair", "snapshots", "--dry-run"],
+        );
+        assert_eq!(
+            r.code,
+            0,
+            "{name:?}: {}",
+            r.all().chars().take(1000).collect::<String>()
+        );
+        let changes = json_lines(&r.out);
+        assert!(
+            changes
+                .iter()
+                .any(|c| c["change"]["action"] == "dir-removed"),
+            "{name:?}: {}",
+            r.out.chars().take(1000).collect::<String>()
+        );
+    }
 }
