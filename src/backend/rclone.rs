@@ -15,7 +15,9 @@
 
 use super::location::RestLocation;
 use crate::error::{Error, Result};
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -27,19 +29,23 @@ pub const PROGRAM_VAR: &str = "LARDER_RCLONE_PROGRAM";
 /// http://127.0.0.1:PORT/`.
 const SERVING: &str = "Serving restic REST API on ";
 
-/// How much of rclone's own messages is kept for an error.
-const KEEP_LOG: usize = 4096;
+/// How many of rclone's last lines are kept for an error.
+const KEEP_LINES: usize = 20;
 
 /// The wrapper: rclone (`$0 "$@"`) in the background, ended when standard
 /// input closes; the wrapper exits with rclone. Standard input is passed
 /// on as descriptor 3 (a background job's own standard input is
 /// `/dev/null`), and its reader writes nothing to standard error, so
-/// rclone's exit closes that.
+/// rclone's exit closes that. Once rclone has exited on its own, the
+/// watcher is ended before it could signal a process that took over
+/// rclone's process id.
 const WRAPPER: &str = r#"exec 3<&0
 "$0" "$@" </dev/null 3<&- & p=$!
-(cat <&3 >/dev/null; kill $p 2>/dev/null) 2>/dev/null &
+(cat <&3 >/dev/null; kill $p 2>/dev/null) 2>/dev/null & w=$!
 exec 3<&-
-wait $p"#;
+wait $p; s=$?
+kill $w 2>/dev/null
+exit $s"#;
 
 /// A running `rclone serve restic`, ended when dropped.
 pub struct RcloneServer {
@@ -76,6 +82,9 @@ pub fn start(remote: &str, timeout: Duration) -> Result<(RcloneServer, RestLocat
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
+        // Its own process group: a Ctrl-C meant for larder leaves the
+        // server up while larder stops cleanly (unlocks, saves).
+        .process_group(0)
         .spawn()
         .map_err(|e| Error::Usage(format!("{shown}: cannot start {program}: {e}")))?;
     let (stdin, stderr) = (child.stdin.take(), child.stderr.take());
@@ -87,24 +96,32 @@ pub fn start(remote: &str, timeout: Duration) -> Result<(RcloneServer, RestLocat
     // the address goes back at once, or the last of them when it exits.
     let (tx, rx) = mpsc::channel::<std::result::Result<String, String>>();
     std::thread::spawn(move || {
-        let mut log = String::new();
+        let mut log: VecDeque<String> = VecDeque::new();
         let mut sent = false;
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if !sent && let Some(at) = line.find(SERVING) {
-                sent = true;
-                let _ = tx.send(Ok(line[at + SERVING.len()..].trim().to_string()));
+        let mut reader = BufReader::new(stderr);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
-            if !sent {
-                log.push_str(&line);
-                log.push('\n');
-                if log.len() > KEEP_LOG {
-                    log.drain(..log.len() - KEEP_LOG);
+            if sent {
+                continue;
+            }
+            let line = String::from_utf8_lossy(&buf).trim_end().to_string();
+            if let Some(at) = line.find(SERVING) {
+                sent = true;
+                let _ = tx.send(Ok(line[at + SERVING.len()..].to_string()));
+            } else {
+                log.push_back(line);
+                if log.len() > KEEP_LINES {
+                    log.pop_front();
                 }
             }
         }
         if !sent {
-            let _ = tx.send(Err(log));
+            let _ = tx.send(Err(log.into_iter().collect::<Vec<_>>().join("\n")));
         }
     });
     let url = match rx.recv_timeout(timeout) {
@@ -115,27 +132,38 @@ pub fn start(remote: &str, timeout: Duration) -> Result<(RcloneServer, RestLocat
                 last_words(&log, &program)
             )));
         }
-        Err(_) => {
+        Err(mpsc::RecvTimeoutError::Timeout) => {
             return Err(Error::Usage(format!(
                 "{shown}: rclone did not start serving within {} s",
                 timeout.as_secs()
             )));
         }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            return Err(Error::internal("rclone: the reader of its messages ended"));
+        }
     };
-    let url = url::Url::parse(&url)
-        .ok()
-        .filter(|u| u.scheme() == "http" && u.host_str() == Some("127.0.0.1"))
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "{shown}: rclone serves at {url:?}, not an address on 127.0.0.1"
-            ))
-        })?;
+    let url = served_url(&url).ok_or_else(|| {
+        Error::Usage(format!(
+            "{shown}: rclone serves at {url:?}, not an address on 127.0.0.1"
+        ))
+    })?;
     let loc = RestLocation {
         url,
         user: Some(user),
         password: Some(password),
     };
     Ok((server, loc))
+}
+
+/// The address in what follows [`SERVING`]: `http://127.0.0.1:PORT/`,
+/// or a list of them in brackets (rclone 1.61 and later).
+fn served_url(text: &str) -> Option<url::Url> {
+    text.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split([' ', ','])
+        .filter_map(|u| url::Url::parse(u.trim()).ok())
+        .find(|u| u.scheme() == "http" && u.host_str() == Some("127.0.0.1"))
 }
 
 /// rclone's messages, without the time stamps, or a word that it said none.
@@ -157,7 +185,10 @@ fn without_stamp(line: &str) -> &str {
         && line.as_bytes()[..19]
             .iter()
             .all(|b| b.is_ascii_digit() || matches!(b, b'/' | b':' | b' '));
-    let rest = if stamped { &line[20..] } else { line };
+    let rest = match stamped {
+        true => line.get(20..).unwrap_or(line),
+        false => line,
+    };
     for level in ["NOTICE", "ERROR", "INFO", "DEBUG", "CRITICAL"] {
         if let Some(r) = rest.strip_prefix(level) {
             return r.trim_start_matches([' ', ':']);
@@ -186,5 +217,24 @@ mod tests {
             "Failed to create file system for \"nope:x\": didn't find section in config file"
         );
         assert!(last_words("", "rclone").contains("is it installed"));
+        assert_eq!(
+            without_stamp("2026/12/07 18:23:1é x"),
+            "2026/12/07 18:23:1é x"
+        );
+    }
+
+    /// rclone 1.60 names one address; later versions a list in brackets.
+    #[test]
+    fn the_served_address_is_read_in_either_form() {
+        for text in [
+            "http://127.0.0.1:37173/",
+            "[http://127.0.0.1:37173/]",
+            "[http://[::1]:1/ http://127.0.0.1:37173/]",
+        ] {
+            let u = served_url(text).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(u.port(), Some(37173), "{text}");
+        }
+        assert!(served_url("http://10.0.0.1:80/").is_none());
+        assert!(served_url("[]").is_none());
     }
 }
