@@ -40,7 +40,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     let shown = backend.location();
     // `--compression` (auto: the default level) is the repository's level.
     let level = InitOptions {
-        compression_level: g.compression.level(LEVEL_DEFAULT),
+        compression_level: g.compression.unwrap_or_default().level(LEVEL_DEFAULT),
         ..InitOptions::default()
     };
     let repo = match (&a.from_repo, a.copy_chunker_params) {

@@ -71,10 +71,9 @@ pub struct Global {
         long,
         value_name = "auto|off|fast|better|max|LEVEL",
         env = "LARDER_COMPRESSION",
-        global = true,
-        default_value = "auto"
+        global = true
     )]
-    pub compression: Compression,
+    pub compression: Option<Compression>,
     /// Close the packs this run writes at this many MiB (4 to 128), as
     /// restic's flag: larger packs for remote storage mean fewer objects.
     /// The repository's size (16 MiB unless chosen at init) otherwise.
@@ -103,14 +102,13 @@ pub struct Global {
 }
 
 impl Global {
-    /// The storage settings this command line gives (`--compression`
-    /// other than `auto`, `--pack-size`, `--limit-upload`,
+    /// The storage settings this command line gives (`--compression`,
+    /// `--pack-size`, `--limit-upload`,
     /// `--limit-download`, `--connections`, or their environment
     /// variables), which a profile's run applies over the profile's own.
     pub fn storage(&self) -> crate::schedule::profile::Storage {
         crate::schedule::profile::Storage {
-            compression: (self.compression != Compression::Auto)
-                .then(|| self.compression.to_string()),
+            compression: self.compression.map(|c| c.to_string()),
             pack_size: self.pack_size,
             limit_upload: self.limit_upload,
             limit_download: self.limit_download,
@@ -271,7 +269,7 @@ impl Global {
         let repo = repo?;
         repo.tell_index_problems(warn);
         self.set_lock_options(&repo);
-        repo.set_compression(self.compression);
+        repo.set_compression(self.compression.unwrap_or_default());
         repo.set_pack_size(self.pack_size)?;
         self.known_repositories().verify(
             &self.location()?,

@@ -185,8 +185,8 @@ mod help_tests {
     }
 
     /// What a command line gives a profile's run over the profile's own
-    /// storage settings: the flags given; nothing for flags not given, nor
-    /// for `--compression auto`.
+    /// storage settings: the flags given (`--compression auto` too), and
+    /// nothing for flags not given.
     #[test]
     fn the_command_lines_storage_settings_for_a_profiles_run() {
         use clap::Parser;
@@ -209,7 +209,10 @@ mod help_tests {
         assert_eq!(s.pack_size, Some(8));
         assert_eq!((s.limit_upload, s.limit_download), (Some(100), None));
         assert_eq!(s.connections, Some(3));
-        let c = Cli::try_parse_from(["larder", "--compression", "auto", "run", "home"]).unwrap();
+        let c = Cli::try_parse_from(["larder", "run", "home"]).unwrap();
         assert_eq!(c.global.storage(), Default::default());
+        // Given, `auto` wins over a profile's level too.
+        let c = Cli::try_parse_from(["larder", "--compression", "auto", "run", "home"]).unwrap();
+        assert_eq!(c.global.storage().compression.as_deref(), Some("auto"));
     }
 }

@@ -7,12 +7,13 @@ use crate::error::{Error, Result};
 use crate::tree::{Node, NodeKind};
 use crate::walker::Step;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::io::Write;
 
 /// One entry's information block.
 #[derive(Serialize)]
 struct Info<'a> {
-    name: &'a str,
+    name: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     asize: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,7 +100,7 @@ fn json(i: &Info<'_>) -> Result<String> {
 /// An information block with a name only.
 fn bare(name: &str) -> Info<'_> {
     Info {
-        name,
+        name: Cow::Borrowed(name),
         asize: None,
         dsize: None,
         dev: None,
@@ -115,9 +116,10 @@ fn bare(name: &str) -> Info<'_> {
 }
 
 fn info(n: &Node) -> Info<'_> {
-    let name = std::str::from_utf8(&n.name).unwrap_or("\u{fffd}");
     let dir = n.kind == NodeKind::Dir;
     Info {
+        // A name that is not UTF-8 keeps its valid parts.
+        name: String::from_utf8_lossy(&n.name),
         asize: Some(n.size),
         dsize: Some(n.size),
         dev: Some(n.device),
@@ -131,7 +133,6 @@ fn info(n: &Node) -> Info<'_> {
         gid: Some(n.gid),
         mode: Some(type_bits(n.kind) | (n.mode & 0o7777)),
         mtime: Some(n.mtime_ns.div_euclid(1_000_000_000)),
-        ..bare(name)
     }
 }
 
@@ -148,7 +149,7 @@ mod tests {
         file.size = 12;
         file.links = 2;
         let dir = Node::made_up(b"d".to_vec(), NodeKind::Dir, 0o755);
-        let link = Node::made_up(b"l".to_vec(), NodeKind::Symlink, 0o777);
+        let link = Node::made_up(b"l\xffx".to_vec(), NodeKind::Symlink, 0o777);
         let empty = Node::made_up(b"e".to_vec(), NodeKind::Dir, 0o700);
         let mut buf = Vec::new();
         let mut w = NcduWriter::start(&mut buf, "/", 1_700_000_000).unwrap();
@@ -178,7 +179,7 @@ mod tests {
         assert_eq!(d[0]["name"], "d");
         assert_eq!(d[0]["mode"], 0o040755);
         assert!(d[0].get("nlink").is_none(), "{}", d[0]);
-        assert_eq!(d[1]["name"], "l");
+        assert_eq!(d[1]["name"], "l\u{fffd}x");
         assert_eq!(d[1]["notreg"], true);
         let e = root[3].as_array().unwrap();
         assert_eq!(e.len(), 1);
