@@ -40,10 +40,17 @@ fn deep_snapshot_named(levels: usize, name: impl Fn(usize) -> String) -> (TestRe
     }
     let (root, _) = p.add(BlobType::Tree, &tree.encode().unwrap()).unwrap();
     p.finish().unwrap();
+    let id = save_root(&t, repo, root, "/deep");
+    (t, id)
+}
+
+/// Saves a snapshot of `path` with root tree `root` and drops the
+/// library's cache (the commands use their own); the snapshot's id.
+fn save_root(t: &TestRepo, repo: larder::Repository, root: larder::Id, path: &str) -> String {
     let snap = Snapshot::by_this_process(
         1_700_000_000_000_000_000,
         "host".into(),
-        vec!["/deep".into()],
+        vec![path.into()],
         Vec::new(),
         root,
         None,
@@ -52,7 +59,7 @@ fn deep_snapshot_named(levels: usize, name: impl Fn(usize) -> String) -> (TestRe
     let id = snapshot::save(&repo, &snap).unwrap().to_hex();
     drop(repo);
     std::fs::remove_dir_all(t.cache_path()).unwrap();
-    (t, id)
+    id
 }
 
 /// The commands that walk the snapshot's trees, each run on `t`'s
@@ -273,18 +280,7 @@ fn find_reuses_a_subtree_only_where_it_fits() {
     }
     let root = store(vec![dir("a", x), dir("b", deep)]);
     p.finish().unwrap();
-    let snap = Snapshot::by_this_process(
-        1_700_000_000_000_000_000,
-        "host".into(),
-        vec!["/twice".into()],
-        Vec::new(),
-        root,
-        None,
-        Summary::default(),
-    );
-    let id = snapshot::save(&repo, &snap).unwrap().to_hex();
-    drop(repo);
-    std::fs::remove_dir_all(t.cache_path()).unwrap();
+    let id = save_root(&t, repo, root, "/twice");
     let o = larder_run(
         &t.repo_path(),
         &t.cache_path(),
