@@ -125,3 +125,14 @@ pub fn init_at(repo: &Path, cache: &Path) -> Repository {
     )
     .unwrap()
 }
+
+/// Repository `repo` opened by the library, with a cache of its own at
+/// `cache` (beside a CLI command's).
+pub fn lib_open(repo: &Path, cache: &Path) -> Repository {
+    Repository::open(
+        Arc::new(LocalBackend::new(repo.to_path_buf())),
+        &Credential::passphrase(PASS),
+        cache,
+    )
+    .unwrap()
+}

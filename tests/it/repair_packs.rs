@@ -8,7 +8,7 @@
 //! open and held at each open beside a backup: `faults::crash_points`,
 //! `faults::interleavings`.)
 
-use crate::common::PASS;
+use crate::common::lib_open;
 use crate::faults::{
     assert_same_manifest, backup_ok, check_passes, cli_repo, fill, larder_ok, larder_run, manifest,
     restore_cli,
@@ -29,16 +29,6 @@ pub fn repair_json(repo: &Path, cache: &Path, packs: &[&str]) -> Value {
         &[&["--json", "repair", "packs"], packs].concat(),
     );
     json_lines(&o.out).pop().unwrap()
-}
-
-/// The repository opened by the library, with a cache of its own.
-pub fn lib_open(repo: &Path, scratch: &Path) -> larder::Repository {
-    larder::Repository::open(
-        std::sync::Arc::new(larder::backend::LocalBackend::new(repo.to_path_buf())),
-        &larder::keys::Credential::passphrase(PASS),
-        scratch,
-    )
-    .unwrap()
 }
 
 /// The data packs of the repository (none holding a tree), each with its

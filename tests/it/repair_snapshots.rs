@@ -6,7 +6,7 @@
 //! beside a backup, and a `kill -9` at any point leaves a repository that a
 //! second run finishes, without a duplicate snapshot.
 
-use crate::common::{self, TestRepo};
+use crate::common::{self, TestRepo, lib_open};
 use crate::support::*;
 use larder::Id;
 use larder::backend::{Backend, Kind};
@@ -25,16 +25,6 @@ fn cli_repo() -> TestRepo {
     drop(t.init());
     fs::remove_dir_all(t.cache_path()).unwrap();
     t
-}
-
-/// The repository opened by the library with a cache of its own.
-fn lib_open(repo: &Path, cache: &Path) -> larder::Repository {
-    larder::Repository::open(
-        std::sync::Arc::new(larder::backend::LocalBackend::new(repo.to_path_buf())),
-        &larder::keys::Credential::passphrase(common::PASS),
-        cache,
-    )
-    .unwrap()
 }
 
 /// Every file node of snapshot `id`, by absolute path.

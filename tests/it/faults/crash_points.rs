@@ -834,7 +834,7 @@ fn a_repair_packs_killed_at_each_open_leaves_a_repository_it_completes() {
             "{what}"
         );
         // A rerun copies nothing a killed run had copied already.
-        let lib = crate::repair_packs::lib_open(&repo, &dir.join("lib-cache"));
+        let lib = crate::common::lib_open(&repo, &dir.join("lib-cache"));
         super::assert_each_blob_stored_once(&lib);
         drop(lib);
         restores_exactly(dir, &snapshot, &src, &want, what);

@@ -1271,12 +1271,17 @@ fn a_repair_index_at_each_open_beside_a_command_stream_backup() {
             }
         },
     );
-    println!(
-        "stream backups beside a held repair index: {} ran, {} refused",
-        ran.get(),
-        refused.get()
+    both_outcomes("stream backups beside a held repair index", &ran, &refused);
+}
+
+/// Prints how many of a sweep's second commands ran and were refused
+/// (`what` names them), and requires both outcomes.
+fn both_outcomes(what: &str, ran: &Cell<u32>, refused: &Cell<u32>) {
+    println!("{what}: {} ran, {} refused", ran.get(), refused.get());
+    assert!(
+        ran.get() > 0 && refused.get() > 0,
+        "{what}: not both outcomes"
     );
-    assert!(ran.get() > 0 && refused.get() > 0, "not both outcomes");
 }
 
 /// A backup of `src` beside a held command of an exclusive lock: it
@@ -1334,12 +1339,7 @@ fn a_recover_at_each_open_beside_a_backup() {
             }
         },
     );
-    println!(
-        "backups beside a held recover: {} ran, {} refused",
-        ran.get(),
-        refused.get()
-    );
-    assert!(ran.get() > 0 && refused.get() > 0, "not both outcomes");
+    both_outcomes("backups beside a held recover", &ran, &refused);
 }
 
 /// `repair packs` (a pack whose header is damaged) held at each open
@@ -1379,10 +1379,5 @@ fn a_repair_packs_at_each_open_beside_a_backup() {
             }
         },
     );
-    println!(
-        "backups beside a held repair packs: {} ran, {} refused",
-        ran.get(),
-        refused.get()
-    );
-    assert!(ran.get() > 0 && refused.get() > 0, "not both outcomes");
+    both_outcomes("backups beside a held repair packs", &ran, &refused);
 }
