@@ -782,21 +782,25 @@ mod tests {
             let below: Vec<Pending> = got.below.unwrap().into_iter().map(|(_, p)| p).collect();
             assert_eq!(below.len(), n);
             let answered = |ps: &[Pending]| ps.iter().filter(|p| !p.rx.is_empty()).count();
-            assert_eq!(answered(&below), AHEAD - 1, "not bounded");
+            // The root's listing, taken, freed one place: a pool thread
+            // that wakes meanwhile (a spurious wakeup) may fill it.
+            let first = answered(&below);
+            assert!(first == AHEAD - 1 || first == AHEAD, "not bounded: {first}");
             assert!(
-                below[..AHEAD - 1].iter().all(|p| !p.rx.is_empty()),
+                below[..first].iter().all(|p| !p.rx.is_empty()),
                 "not in walk order"
             );
             // Taken down to half as many ahead, the pool goes on.
+            let taken = first - AHEAD / 2;
             let mut below = below.into_iter();
-            for (i, p) in below.by_ref().take(AHEAD / 2 - 1).enumerate() {
+            for (i, p) in below.by_ref().take(taken).enumerate() {
                 let path = root.join(format!("d{i:04}"));
                 assert!(p.take(&path, &no_rules()).unwrap().entries.is_empty());
             }
             wait_until("the pool goes on", || counts(&ahead) == (AHEAD, 2));
             let rest: Vec<Pending> = below.collect();
             assert_eq!(answered(&rest), AHEAD);
-            assert_eq!(rest.len() - answered(&rest), 5);
+            assert_eq!(rest.len() - answered(&rest), n - taken - AHEAD);
         });
     }
 
