@@ -15,7 +15,8 @@ use crate::retention::{Count, Duration, ForgetGroup, GroupBy, KeepReason, Policy
     larder forget --keep-daily 7 --keep-weekly 4 --keep-monthly 12 --dry-run\n  \
     larder forget --keep-within 30d --keep-tag important --host laptop\n  \
     larder forget 1a2b3c4d latest\n  \
-    larder forget --keep-daily 7 --keep-weekly 4 --prune")]
+    larder forget --keep-daily 7 --keep-weekly 4 --prune\n  \
+    larder forget --unsafe-allow-remove-all --tag scratch   # every snapshot tagged scratch")]
 pub struct Args {
     /// Snapshots to remove: ids, unique prefixes (4+ hex digits) or
     /// `latest`. When given, exactly these are removed and the --keep-*
@@ -68,6 +69,12 @@ pub struct Args {
     group_by: GroupBy,
     #[command(flatten)]
     filter: FilterArgs,
+    /// Allow removing every snapshot of a group: without --keep-* options,
+    /// remove all the snapshots the filter (--host, --tag, --path) selects;
+    /// with them, do not refuse a policy that keeps none of a group (as
+    /// restic's flag).
+    #[arg(long)]
+    unsafe_allow_remove_all: bool,
     /// Show what would be removed; remove nothing.
     #[arg(short = 'n', long)]
     dry_run: bool,
@@ -125,6 +132,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         group_by: a.group_by,
         filter: a.filter.filter(),
         dry_run: a.dry_run,
+        remove_all: a.unsafe_allow_remove_all,
         ..ForgetOptions::default()
     };
     let report = forget(&repo, &opts)?;

@@ -49,6 +49,9 @@ pub struct ForgetOptions {
     pub tz: TimeZone,
     /// Now, for `--keep-within*`: snapshots after it are in the future.
     pub now: Timestamp,
+    /// restic's `--unsafe-allow-remove-all`: an empty policy removes every
+    /// snapshot the filter selects, and a policy may keep none of a group.
+    pub remove_all: bool,
 }
 
 impl Default for ForgetOptions {
@@ -63,6 +66,7 @@ impl Default for ForgetOptions {
             dry_run: false,
             tz: TimeZone::system(),
             now: Timestamp::now(),
+            remove_all: false,
         }
     }
 }
@@ -165,7 +169,14 @@ fn by_policy(
     report.problems.extend(unreadable.iter().map(|e| {
         format!("{e} (an unreadable snapshot is never removed by a policy; name it to remove it)")
     }));
-    let plans = retention::plan(&opts.policy, opts.group_by, list, &opts.tz, opts.now)?;
+    let plans = retention::plan(
+        &opts.policy,
+        opts.group_by,
+        list,
+        &opts.tz,
+        opts.now,
+        opts.remove_all,
+    )?;
     report.policy = Some(opts.policy.to_string());
     let mut doomed = Vec::new();
     for plan in &plans {

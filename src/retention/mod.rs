@@ -65,17 +65,20 @@ impl GroupPlan {
 }
 
 /// Groups `snapshots` by `by` and applies `policy` to each group, as
-/// `forget` does without explicit snapshot ids. Refuses (as restic does) an
-/// empty policy, and a policy that would remove every snapshot of a group
-/// (possible with `--keep-tag` alone).
+/// `forget` does without explicit snapshot ids. Unless `remove_all` (restic's
+/// `--unsafe-allow-remove-all`), refuses (as restic does) an empty policy,
+/// and a policy that would remove every snapshot of a group (possible with
+/// `--keep-tag` alone). With `remove_all`, an empty policy removes every
+/// snapshot given.
 pub fn plan(
     policy: &Policy,
     by: GroupBy,
     snapshots: Vec<(Id, Snapshot)>,
     tz: &TimeZone,
     now: Timestamp,
+    remove_all: bool,
 ) -> Result<Vec<GroupPlan>> {
-    if policy.is_empty() {
+    if policy.is_empty() && !remove_all {
         return Err(Error::Usage(
             "no policy was specified, no snapshots will be removed (give --keep-* options, \
              or name the snapshots to forget)"
@@ -85,10 +88,10 @@ pub fn plan(
     let mut plans = Vec::new();
     for g in group(snapshots, by) {
         let decisions = apply(policy, &g.snapshots, tz, now);
-        if !decisions.iter().any(|d| d.keep) {
+        if !remove_all && !decisions.iter().any(|d| d.keep) {
             return Err(Error::Usage(format!(
                 "refusing to delete last snapshot of snapshot group \"{}\": the policy ({policy}) \
-                 keeps none of its {} snapshots",
+                 keeps none of its {} snapshots (--unsafe-allow-remove-all allows it)",
                 g.key,
                 g.snapshots.len()
             )));

@@ -423,6 +423,67 @@ fn policies_that_keep_nothing_are_refused() {
     assert_eq!(e.objects(), before);
 }
 
+/// `--unsafe-allow-remove-all` (restic's flag): without a policy it removes
+/// every snapshot the filter selects and no other; with a `--keep-tag`
+/// policy that keeps none of a group, that group goes, and a group the
+/// policy keeps some of keeps them. `--dry-run` still removes nothing.
+#[test]
+fn unsafe_allow_remove_all_removes_what_the_filter_selects() {
+    let e = Env::new();
+    let (work, scratch) = (e.src("work"), e.src("scratch"));
+    let mut kept = Vec::new();
+    let mut tagged = Vec::new();
+    for d in 1..=3 {
+        kept.push(e.backup_at("h", &work, &format!("2023-05-0{d} 12:00:00"), &[]));
+        tagged.push(e.backup_at("h", &scratch, &format!("2023-05-0{d} 13:00:00"), &["tmp"]));
+    }
+    let all = e.objects();
+
+    let out = e.ok(
+        &["forget", "--unsafe-allow-remove-all", "--tag", "tmp", "-n"],
+        0,
+    );
+    assert!(out.contains("would remove 3 snapshots"), "{out}");
+    assert_eq!(e.objects(), all, "a dry run removed something");
+
+    let out = e.ok(
+        &[
+            "forget",
+            "--unsafe-allow-remove-all",
+            "--tag",
+            "tmp",
+            "--json",
+        ],
+        0,
+    );
+    let groups: Value = serde_json::from_str(&out).unwrap();
+    let removed: BTreeSet<String> = groups[0]["remove"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(removed, tagged.iter().cloned().collect(), "{out}");
+    assert_eq!(e.objects(), kept.iter().cloned().collect());
+
+    // A --keep-tag nothing has empties the group only with the flag; a
+    // group it keeps some of is applied as usual.
+    e.backup_at("h", &scratch, "2023-05-04 13:00:00", &["tmp"]);
+    let keep = e.backup_at("h", &scratch, "2023-05-05 13:00:00", &["tmp", "keep"]);
+    let before = e.objects();
+    let (code, _, err) = e.run(&["forget", "--keep-tag", "absent"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--unsafe-allow-remove-all allows it"), "{err}");
+    assert_eq!(e.objects(), before);
+    e.ok(
+        &["forget", "--keep-tag", "keep", "--unsafe-allow-remove-all"],
+        0,
+    );
+    let mut want: BTreeSet<String> = BTreeSet::new();
+    want.insert(keep);
+    assert_eq!(e.objects(), want, "work's group holds no keep tag: it went");
+}
+
 /// A group of a `--json` report: host, paths, tags, kept and removed counts.
 type GroupSummary = (String, Value, Value, usize, usize);
 

@@ -406,6 +406,7 @@ fn doc_keep_tag_needs_all_tags_and_refuses_to_empty_a_group() {
         snaps.clone(),
         &TimeZone::UTC,
         now(),
+        false,
     )
     .unwrap_err();
     assert!(
@@ -544,10 +545,24 @@ fn doc_empty_policy_is_refused_and_grouping_is_by_host_and_paths() {
         snaps.clone(),
         &TimeZone::UTC,
         now(),
+        false,
     )
     .unwrap_err();
     assert!(matches!(err, larder::Error::Usage(_)), "{err:?}");
     assert!(err.to_string().contains("no policy was specified"), "{err}");
+    // restic's `--unsafe-allow-remove-all`: the empty policy removes all.
+    let all = plan(
+        &empty,
+        GroupBy::default(),
+        snaps.clone(),
+        &TimeZone::UTC,
+        now(),
+        true,
+    )
+    .unwrap();
+    let removed: usize = all.iter().map(|p| p.remove().count()).sum();
+    assert_eq!(removed, snaps.len());
+    assert!(all.iter().all(|p| p.keep().next().is_none()));
 
     // "restic first loads the list of all snapshots and groups them by their
     // host name and paths [...] use --group-by ''" to apply it to all.
@@ -561,6 +576,7 @@ fn doc_empty_policy_is_refused_and_grouping_is_by_host_and_paths() {
         snaps.clone(),
         &TimeZone::UTC,
         now(),
+        false,
     )
     .unwrap();
     assert_eq!(plans.len(), 4);
@@ -575,6 +591,7 @@ fn doc_empty_policy_is_refused_and_grouping_is_by_host_and_paths() {
         snaps,
         &TimeZone::UTC,
         now(),
+        false,
     )
     .unwrap();
     assert_eq!(one.len(), 1);
@@ -607,7 +624,7 @@ fn json_report_has_restics_shape() {
         last: Count::Limit(1),
         ..Policy::default()
     };
-    let plans = plan(&policy, GroupBy::default(), snaps, &tz, now()).unwrap();
+    let plans = plan(&policy, GroupBy::default(), snaps, &tz, now(), false).unwrap();
     let report: Vec<_> = plans
         .iter()
         .map(|p| p.report(|i, s| SnapshotJson::new(i, s, &tz)))
@@ -641,6 +658,7 @@ fn json_report_has_restics_shape() {
         snaps,
         &tz,
         now(),
+        false,
     )
     .unwrap();
     let v = serde_json::to_value(plans[0].report(|i, s| SnapshotJson::new(i, s, &tz))).unwrap();

@@ -171,7 +171,7 @@ impl<'a> Scenario<'a> {
             let by = run["group_by"]
                 .as_str()
                 .map_or(GroupBy::default(), |g| GroupBy::parse(g).unwrap());
-            let refused = plan(&policy, by, self.snaps.clone(), &self.tz, now).is_err();
+            let refused = plan(&policy, by, self.snaps.clone(), &self.tz, now, false).is_err();
             if run["exit"] != 0 {
                 let stderr = run["stderr"].as_str().unwrap_or("");
                 assert!(
