@@ -209,6 +209,7 @@ pub fn backup_options(profile: &Profile) -> Result<BackupOptions> {
         skip_if_unchanged: b.skip_if_unchanged,
         ignore_inode: b.ignore_inode,
         ignore_ctime: b.ignore_ctime,
+        read_concurrency: b.read_concurrency,
         ..BackupOptions::default()
     })
 }

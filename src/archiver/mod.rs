@@ -96,7 +96,16 @@ pub struct BackupOptions {
     /// shows no totals, percentage or estimate, and the source is read
     /// once less.
     pub no_scan: bool,
+    /// How many files are read at once (`--read-concurrency`, 1 to
+    /// [`MAX_READ_CONCURRENCY`]); `LARDER_READ_THREADS`, else one per core,
+    /// when `None`.
+    pub read_concurrency: Option<usize>,
 }
+
+/// The most files a backup reads at once (`--read-concurrency`).
+pub const MAX_READ_CONCURRENCY: usize = 64;
+
+pub use readers::THREAD_NAME as READ_THREAD_NAME;
 
 impl BackupOptions {
     /// What the change test leaves out.
@@ -378,12 +387,25 @@ fn walk_with_readers<'r>(
 ) -> (Result<Id>, Summary, Vec<String>, Vec<String>, NewTrees) {
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let jobs = readers::spawn(s, sink, chunker, progress, &failed);
+        let workers = readers::worker_count(opts.read_concurrency);
+        let jobs = match readers::spawn(s, workers, sink, chunker, progress, &failed) {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                let e = Error::Internal(format!("cannot start the reading threads: {e}"));
+                return (
+                    Err(e),
+                    Summary::default(),
+                    Vec::new(),
+                    Vec::new(),
+                    NewTrees::default(),
+                );
+            }
+        };
         let enter = ahead::Enter {
             excluder: excluder.clone(),
             one_file_system: opts.one_file_system,
         };
-        let ahead = ahead::Ahead::spawn(s, readers::worker_count(), &enter, parent.repo());
+        let ahead = ahead::Ahead::spawn(s, workers, &enter, parent.repo());
         let mut a = Archiver {
             opts,
             blobs: sink,
@@ -395,7 +417,7 @@ fn walk_with_readers<'r>(
             excluder,
             last_tree: None,
             jobs,
-            split_at: split::SplitAt::new(readers::worker_count(), chunker.params().max),
+            split_at: split::SplitAt::new(workers, chunker.params().max),
             assembly: Default::default(),
             zeros: Default::default(),
             ahead,

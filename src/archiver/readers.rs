@@ -52,35 +52,46 @@ pub(super) struct ReadJob {
     pub(super) prior: Option<Arc<Prior>>,
 }
 
-/// The number of reading workers: `LARDER_READ_THREADS`, else one per core.
-pub(super) fn worker_count() -> usize {
-    std::env::var("LARDER_READ_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
+/// The number of reading workers: `chosen` (`--read-concurrency`), else
+/// `LARDER_READ_THREADS`, else one per core; at most
+/// [`super::MAX_READ_CONCURRENCY`].
+pub(super) fn worker_count(chosen: Option<usize>) -> usize {
+    chosen
+        .or_else(|| {
+            std::env::var("LARDER_READ_THREADS")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+        })
         .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
         .unwrap_or(2)
-        .clamp(1, 64)
+        .clamp(1, super::MAX_READ_CONCURRENCY)
 }
 
-/// Starts the workers inside `scope`; returns the job queue. Drop the
-/// sender to stop them (each finishes its file first); set `failed` first
-/// to have them skip the files still queued.
+/// The name of the reading workers' threads (as `ps -L` and
+/// `/proc/PID/task/*/comm` show it).
+pub const THREAD_NAME: &str = "larder-read";
+
+/// Starts `workers` workers inside `scope` (fewer if the system refuses
+/// more threads; an error if it refuses the first); returns the job queue.
+/// Drop the sender to stop them (each finishes its file first); set
+/// `failed` first to have them skip the files still queued.
 pub(super) fn spawn<'scope, 'env, 'r: 'env>(
     scope: &'scope Scope<'scope, 'env>,
+    workers: usize,
     sink: &'env SharedSink<'r>,
     chunker: &Chunker,
     progress: &'env dyn Progress,
     failed: &'env AtomicBool,
-) -> Jobs {
+) -> std::io::Result<Jobs> {
     let (tx, rx) = queue::<Job>(JOB_QUEUE, LOW_WATER);
-    for _ in 0..worker_count() {
+    for started in 0..workers {
         let rx = rx.clone();
         let mut st = ReaderState {
             chunker: chunker.clone(),
             buf: Vec::new(),
             zeros: ZeroIds::default(),
         };
-        scope.spawn(move || {
+        let worker = move || {
             while let Some(job) = rx.recv() {
                 if failed.load(Ordering::Relaxed) {
                     continue;
@@ -100,7 +111,16 @@ pub(super) fn spawn<'scope, 'env, 'r: 'env>(
                 // The walk stopped waiting (it failed): nothing to do.
                 let _ = job.reply.send(r);
             }
-        });
+        };
+        let spawned = std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn_scoped(scope, worker);
+        match spawned {
+            Ok(_) => {}
+            Err(e) if started == 0 => return Err(e),
+            // Those already started read everything.
+            Err(_) => break,
+        }
     }
-    tx
+    Ok(tx)
 }

@@ -106,6 +106,11 @@ pub struct Args {
     /// or time left, and the tree's metadata is read once less.
     #[arg(long)]
     pub no_scan: bool,
+    /// Read this many files at once (1 to 64; one per core unless given),
+    /// as restic's flag: more can help on network filesystems and disks
+    /// that serve many requests at once.
+    #[arg(long, value_name = "N", env = "LARDER_READ_CONCURRENCY", value_parser = read_concurrency)]
+    pub read_concurrency: Option<usize>,
     /// Record this time as the snapshot's ("YYYY-MM-DD HH:MM:SS" in the
     /// local time zone, or RFC 3339 such as 2024-05-01T12:00:00Z) instead
     /// of now: to import old data, or to test a retention policy.
@@ -269,6 +274,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         ignore_inode: a.ignore_inode,
         ignore_ctime: a.ignore_ctime,
         no_scan: a.no_scan,
+        read_concurrency: a.read_concurrency,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
     let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);
@@ -367,5 +373,14 @@ mod tests {
                 other => panic!("{bad:?} gave {other:?}"),
             }
         }
+    }
+}
+
+/// `--read-concurrency`: 1 to [`archiver::MAX_READ_CONCURRENCY`].
+fn read_concurrency(s: &str) -> std::result::Result<usize, String> {
+    let max = archiver::MAX_READ_CONCURRENCY;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of files from 1 to {max}")),
     }
 }

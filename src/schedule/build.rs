@@ -241,6 +241,13 @@ impl<'a> Builder<'a> {
             skip_if_unchanged: val(&r.skip_if_unchanged).unwrap_or(false),
             ignore_inode: val(&r.ignore_inode).unwrap_or(false),
             ignore_ctime: val(&r.ignore_ctime).unwrap_or(false),
+            read_concurrency: self.conv(&r.read_concurrency, |n| {
+                let max = crate::archiver::MAX_READ_CONCURRENCY;
+                match usize::try_from(*n) {
+                    Ok(c) if (1..=max).contains(&c) => Ok(c),
+                    _ => Err(format!("read-concurrency = {n}: expected 1 to {max}")),
+                }
+            }),
             stdin_from_command: self
                 .conv(&r.stdin_from_command, |v| {
                     if v.is_empty() || v[0].is_empty() {

@@ -458,3 +458,43 @@ compression = "7"
         );
     }
 }
+
+/// `read-concurrency` reaches the profile's backup options (inherited like
+/// any key, unset when not given), and a value outside 1 to 64 is an error
+/// naming its line.
+#[test]
+fn read_concurrency_resolves_and_bad_values_name_their_line() {
+    let text = r#"
+[profile.base]
+repository = "/r"
+password-file = "/p"
+read-concurrency = 8
+
+[profile.child]
+inherit = "base"
+"#;
+    let c = parse(text).unwrap();
+    assert_eq!(c.profile("base").unwrap().backup.read_concurrency, Some(8));
+    assert_eq!(c.profile("child").unwrap().backup.read_concurrency, Some(8));
+    let plain = "[profile.p]\nrepository = \"/r\"\npassword-file = \"/p\"\n";
+    assert_eq!(
+        parse(plain)
+            .unwrap()
+            .profile("p")
+            .unwrap()
+            .backup
+            .read_concurrency,
+        None
+    );
+    for line in [
+        "read-concurrency = 0",
+        "read-concurrency = 65",
+        "read-concurrency = -1",
+    ] {
+        let e = err(&format!("{plain}{line}\n"));
+        assert!(
+            e.contains("larder.toml:4:") && e.contains(&format!("{line}: expected 1 to 64")),
+            "{line}: {e}"
+        );
+    }
+}

@@ -122,6 +122,8 @@ pub struct BackupOptions {
     /// `backup --ignore-inode`, `--ignore-ctime`.
     pub ignore_inode: bool,
     pub ignore_ctime: bool,
+    /// Files read at once (`backup --read-concurrency`).
+    pub read_concurrency: Option<usize>,
 }
 
 impl BackupOptions {

@@ -72,6 +72,7 @@ raw_profile! {
     skip_if_unchanged: bool => "skip-if-unchanged",
     ignore_inode: bool => "ignore-inode",
     ignore_ctime: bool => "ignore-ctime",
+    read_concurrency: i64 => "read-concurrency",
     compression: String => "compression",
     pack_size: i64 => "pack-size",
     limit_upload: i64 => "limit-upload",

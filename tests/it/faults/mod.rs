@@ -17,6 +17,7 @@ mod interrupt;
 mod io_errors;
 mod key_changes;
 mod kill_loop;
+mod read_concurrency;
 mod readers;
 mod retry_lock;
 pub(crate) mod shim;
