@@ -6,6 +6,8 @@ use super::filter::FilterArgs;
 use super::output::{print_json, safe};
 use crate::error::{Error, Result};
 use crate::find::{self, FindMode, FindOptions, Found};
+use crate::id::Id;
+use crate::repository::Repository;
 use crate::snapshot::select;
 use serde::Serialize;
 
@@ -25,6 +27,7 @@ use serde::Serialize;
   larder find '/home/me/**/secret.env' --newest '2026-01-31'
   larder find --blob 3f2a9c1d           # which files use this blob (after `check` names it)
   larder find --tree 1a2b3c4d --json
+  larder find --blob 3f2a9c1d --show-pack-id   # and the pack that stores it
   larder find --pack 5e6f7a8b           # which files a damaged pack holds data of")]
 pub struct Args {
     /// Globs (or, with --blob/--tree/--pack, ids or hex prefixes).
@@ -52,6 +55,10 @@ pub struct Args {
     /// files that use a data blob the pack holds, by the index.
     #[arg(long)]
     pack: bool,
+    /// With --blob or --tree: also show the pack that stores the matching
+    /// blob or tree, by the index (as restic's flag).
+    #[arg(long)]
+    show_pack_id: bool,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -71,6 +78,10 @@ struct MatchLine {
     /// The blob or tree id that matched (--blob/--tree).
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<String>,
+    /// With --show-pack-id: the pack storing `id` (null if the index
+    /// knows none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pack_id: Option<Option<String>>,
 }
 
 /// The closing `--json` line.
@@ -120,8 +131,29 @@ fn local_time(ns: i64) -> String {
         .unwrap_or_else(|_| ns.to_string())
 }
 
-fn print_found(json: bool, f: &Found<'_>) {
+/// The pack storing the matched blob or tree, by the index (None when it
+/// knows none, or its lookup failed: a warning says why).
+fn pack_of(repo: &Repository, id: &Id) -> Option<Id> {
+    match repo.lookup(id) {
+        Ok(loc) => loc.map(|l| l.pack),
+        Err(e) => {
+            eprintln!(
+                "warning: {}",
+                safe(&format!("looking up {}: {e}", id.to_hex()))
+            );
+            None
+        }
+    }
+}
+
+/// `pack`: with --show-pack-id, the repository to look the matched id's
+/// pack up in.
+fn print_found(json: bool, pack: Option<&Repository>, f: &Found<'_>) {
     let path = String::from_utf8_lossy(f.path);
+    let pack_id = match (pack, f.hit.matched) {
+        (Some(repo), Some(id)) => Some(pack_of(repo, &id)),
+        _ => None,
+    };
     if json {
         print_json(&MatchLine {
             message_type: "match",
@@ -135,14 +167,16 @@ fn print_found(json: bool, f: &Found<'_>) {
                 .unwrap_or_default(),
             mtime_ns: f.hit.mtime_ns,
             id: f.hit.matched.map(|i| i.to_hex()),
+            pack_id: pack_id.map(|p| p.map(|p| p.to_hex())),
         });
         return;
     }
-    let id = f
-        .hit
-        .matched
-        .map(|i| format!("  ({})", i.short()))
-        .unwrap_or_default();
+    let id = match (f.hit.matched, pack_id) {
+        (Some(i), None) => format!("  ({})", i.short()),
+        (Some(i), Some(Some(p))) => format!("  ({} in pack {})", i.short(), p.short()),
+        (Some(i), Some(None)) => format!("  ({} in no indexed pack)", i.short()),
+        (None, _) => String::new(),
+    };
     println!(
         "{}  {:<7} {:>12}  {}  {}{}",
         f.snapshot.short(),
@@ -155,6 +189,11 @@ fn print_found(json: bool, f: &Found<'_>) {
 }
 
 pub fn run(g: &Global, a: Args) -> Result<i32> {
+    if a.show_pack_id && !(a.blob || a.tree) {
+        return Err(Error::Usage(
+            "--show-pack-id needs --blob or --tree (the packs of what they match)".into(),
+        ));
+    }
     let tz = jiff::tz::TimeZone::system();
     let opts = FindOptions {
         patterns: a.patterns,
@@ -186,7 +225,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         eprintln!("warning: {}", safe(&e.to_string()));
     }
     let json = g.json;
-    let stats = find::find(&repo, &snaps, &opts, &mut |f| print_found(json, f))?;
+    let packs = a.show_pack_id.then_some(&repo);
+    let stats = find::find(&repo, &snaps, &opts, &mut |f| print_found(json, packs, f))?;
     for u in &stats.unreadable {
         eprintln!("warning: {}", safe(u));
     }

@@ -335,6 +335,65 @@ fn find_blob_and_tree_name_their_users() {
     assert_eq!(got.keys().collect::<Vec<_>>(), vec![&f.first]);
 }
 
+/// The pack whose header (read from storage, not the index) holds `id`.
+fn pack_holding(t: &TestRepo, id: &Id) -> String {
+    let repo = t.open().unwrap();
+    let packs = repo.backend().list(Kind::Pack).unwrap();
+    let mut holders = packs.iter().filter(|e| {
+        let pack = Id::from_hex(&e.name).unwrap();
+        let blobs = repo.read_pack_header(&pack, e.size).unwrap();
+        blobs.iter().any(|b| b.id == *id)
+    });
+    let first = holders.next().expect("a pack holds it").name.clone();
+    assert!(holders.next().is_none(), "one pack holds {id:?}");
+    first
+}
+
+/// `--show-pack-id` adds the pack that stores the matched blob or tree,
+/// the one whose header holds it; it needs --blob or --tree.
+#[test]
+fn find_show_pack_id_names_the_pack_holding_the_match() {
+    let f = fixture();
+    let (repo, cache) = (f.t.repo_path(), f.t.cache_path());
+    let key = node_of(&f.t, &f.first, &f.src, "secret/key.pem");
+    let shared = node_of(&f.t, &f.second, &f.src, "shared").subtree.unwrap();
+    for (flag, id) in [("--blob", key.content[1]), ("--tree", shared)] {
+        let hex = id.to_hex();
+        let want = pack_holding(&f.t, &id);
+        let o = larder_ok(
+            &repo,
+            &cache,
+            &["find", "--json", flag, &hex[..12], "--show-pack-id"],
+        );
+        let lines = json_lines(&o.out);
+        let matches: Vec<_> = lines
+            .iter()
+            .filter(|l| l["message_type"] == "match")
+            .collect();
+        assert_eq!(matches.len(), 2, "{flag}: in both snapshots: {}", o.out);
+        for m in matches {
+            assert_eq!(m["id"], hex.as_str());
+            assert_eq!(m["pack_id"], want.as_str(), "{flag}");
+        }
+        let o = larder_ok(&repo, &cache, &["find", flag, &hex[..12], "--show-pack-id"]);
+        assert!(
+            o.out.contains(&format!("in pack {}", &want[..8])),
+            "{flag}: {}",
+            o.out
+        );
+        // Without the flag, no pack.
+        let o = larder_ok(&repo, &cache, &["find", "--json", flag, &hex[..12]]);
+        assert!(json_lines(&o.out)[0].get("pack_id").is_none(), "{}", o.out);
+    }
+    let o = larder_run(&repo, &cache, &["find", "key.pem", "--show-pack-id"]);
+    assert_eq!(o.code, 1, "{}", o.all());
+    assert!(
+        o.err.contains("--show-pack-id needs --blob or --tree"),
+        "{}",
+        o.err
+    );
+}
+
 /// Every readable snapshot, oldest first.
 fn tagged(t: &TestRepo) -> Vec<(Id, Snapshot)> {
     let repo = t.open().unwrap();
