@@ -16,7 +16,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The tree ID of directory `sub` (a `/`-separated path) below `root`.
 pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
+    dir_at(repo, root, sub).map(|(_, id)| id)
+}
+
+/// Directory `sub` (a `/`-separated path) below `root`: its node (none for
+/// the root itself, which has none) and its tree ID.
+fn dir_at(repo: &Repository, root: Id, sub: &str) -> Result<(Option<Node>, Id)> {
     let mut cur = root;
+    let mut node = None;
     for comp in sub.split('/').filter(|c| !c.is_empty() && *c != ".") {
         let t = repo.load_tree(&cur)?;
         let n = t.find(comp.as_bytes()).ok_or_else(|| {
@@ -30,13 +37,14 @@ pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
                 )));
             }
         };
+        node = Some(n.clone());
     }
-    Ok(cur)
+    Ok((node, cur))
 }
 
 /// Calls `f(path, node)` for every node below `root` (or below `sub`),
 /// depth first, in name order, under a shared lock
-/// ([`Repository::lock_for_reading`]; `ls`). Paths start with `/`.
+/// ([`Repository::lock_for_reading`]). Paths start with `/`.
 pub fn walk(
     repo: &Repository,
     root: Id,
@@ -46,9 +54,119 @@ pub fn walk(
     let _lock = repo.lock_for_reading()?;
     let sub = sub.unwrap_or("");
     let start = tree_at(repo, root, sub)?;
+    walk_tree(repo, &start, &prefix_of(sub), f, depth_of(sub), true)
+}
+
+/// The path printed for directory `sub`: `/` and its components, empty
+/// for the root (whose entries then start with `/`).
+fn prefix_of(sub: &str) -> String {
     let prefix = format!("/{}", sub.trim_matches('/'));
-    let prefix = if prefix == "/" { String::new() } else { prefix };
-    walk_tree(repo, &start, &prefix, f, depth_of(sub))
+    if prefix == "/" { String::new() } else { prefix }
+}
+
+/// What `ls --sort` orders the listing by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortKey {
+    /// The tree's order: depth first, by name within each directory.
+    Name,
+    Size,
+    /// Access time; nodes without one (saved without `--with-atime`) first.
+    Atime,
+    Ctime,
+    Mtime,
+    /// The name's last `.` and what follows (none: empty, first).
+    Extension,
+    Inode,
+}
+
+/// How [`list`] walks and orders (`ls --recursive`, `--sort`, `--reverse`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Listing {
+    /// Below a path given, everything below it; else only the path's
+    /// directory itself and its entries. Without a path, everything is
+    /// listed either way.
+    pub recursive: bool,
+    /// Sort the whole listing by this key, ties by path (held in memory);
+    /// none: the tree's order, streamed.
+    pub sort: Option<SortKey>,
+    /// Reverse the order (held in memory).
+    pub reverse: bool,
+}
+
+/// Calls `f(path, node)` for the nodes `ls` lists under a shared lock:
+/// without `sub`, every node below `root`; with `sub`, that directory's
+/// node (none for the root) and its entries, or with
+/// [`Listing::recursive`] every node below it (as [`walk`]). In the
+/// tree's order, streamed, unless [`Listing::sort`] (other than
+/// [`SortKey::Name`]) or [`Listing::reverse`] asks for another: then the
+/// listing is held in memory (without file contents' chunk IDs and
+/// xattrs) and sorted before the first call.
+pub fn list(
+    repo: &Repository,
+    root: Id,
+    sub: Option<&str>,
+    how: &Listing,
+    f: &mut dyn FnMut(&str, &Node),
+) -> Result<()> {
+    let lock = repo.lock_for_reading()?;
+    let recursive = sub.is_none() || how.recursive;
+    let sub = sub.unwrap_or("");
+    let (node, start) = dir_at(repo, root, sub)?;
+    let prefix = prefix_of(sub);
+    let key = how.sort.unwrap_or(SortKey::Name);
+    let visit = |f: &mut dyn FnMut(&str, &Node)| -> Result<()> {
+        if let (false, Some(n)) = (recursive, &node) {
+            f(&prefix, n);
+        }
+        walk_tree(repo, &start, &prefix, f, depth_of(sub), recursive)
+    };
+    if key == SortKey::Name && !how.reverse {
+        return visit(f);
+    }
+    let mut all: Vec<(String, Node)> = Vec::new();
+    visit(&mut |p, n| {
+        let mut n = n.clone();
+        n.content = Vec::new();
+        n.xattrs = Vec::new();
+        all.push((p.to_string(), n));
+    })?;
+    drop(lock);
+    sort_listing(&mut all, key, how.reverse);
+    for (p, n) in &all {
+        f(p, n);
+    }
+    Ok(())
+}
+
+/// Sorts `(path, node)` pairs in the tree's order by `key` (stable: ties by
+/// path, and [`SortKey::Name`] keeps the tree's order), then reverses them
+/// all with `reverse`.
+pub fn sort_listing(all: &mut [(String, Node)], key: SortKey, reverse: bool) {
+    if key != SortKey::Name {
+        all.sort_by(|(pa, a), (pb, b)| {
+            let by = match key {
+                SortKey::Name => std::cmp::Ordering::Equal,
+                SortKey::Size => a.size.cmp(&b.size),
+                SortKey::Atime => a.atime_ns.cmp(&b.atime_ns),
+                SortKey::Ctime => a.ctime_ns.cmp(&b.ctime_ns),
+                SortKey::Mtime => a.mtime_ns.cmp(&b.mtime_ns),
+                SortKey::Extension => extension(&a.name).cmp(extension(&b.name)),
+                SortKey::Inode => a.inode.cmp(&b.inode),
+            };
+            by.then_with(|| pa.cmp(pb))
+        });
+    }
+    if reverse {
+        all.reverse();
+    }
+}
+
+/// A name's extension as restic's `--sort extension` takes it (Go's
+/// `path.Ext`): from its last `.` on, empty without one.
+fn extension(name: &[u8]) -> &[u8] {
+    name.iter()
+        .rposition(|&b| b == b'.')
+        .map_or(&[][..], |i| &name[i..])
 }
 
 /// The depth of the tree of directory `sub` (a `/`-separated path below
@@ -60,20 +178,23 @@ fn depth_of(sub: &str) -> usize {
         .count()
 }
 
+/// Calls `f` for the entries of tree `id` (and, with `recursive`, for
+/// everything below them, each directory's entries right after it).
 fn walk_tree(
     repo: &Repository,
     id: &Id,
     prefix: &str,
     f: &mut dyn FnMut(&str, &Node),
     depth: usize,
+    recursive: bool,
 ) -> Result<()> {
     check_depth(depth, format!("tree {id}"))?;
     let t = repo.load_tree(id)?;
     for n in &t.nodes {
         let p = format!("{prefix}/{}", n.name_lossy());
         f(&p, n);
-        if let (NodeKind::Dir, Some(s)) = (n.kind, n.subtree) {
-            walk_tree(repo, &s, &p, f, depth + 1)?;
+        if let (true, NodeKind::Dir, Some(s)) = (recursive, n.kind, n.subtree) {
+            walk_tree(repo, &s, &p, f, depth + 1, recursive)?;
         }
     }
     Ok(())
@@ -226,4 +347,72 @@ pub fn count_files(
         progress.totals(files, bytes, false);
     }
     progress.totals(files, bytes, true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, size: u64, mtime_ns: i64, atime_ns: Option<i64>, inode: u64) -> Node {
+        let mut n = Node::made_up(name.as_bytes().to_vec(), NodeKind::File, 0o644);
+        (n.size, n.mtime_ns, n.atime_ns, n.inode) = (size, mtime_ns, atime_ns, inode);
+        n.ctime_ns = -mtime_ns;
+        n
+    }
+
+    /// A listing in the tree's order: `/d` before its entry `/d/z.rs`,
+    /// which sorts after `/d.txt` by path.
+    fn listing() -> Vec<(String, Node)> {
+        [
+            ("/b.txt", node("b.txt", 30, 2, Some(5), 9)),
+            ("/d", node("d", 10, 3, None, 7)),
+            ("/d/z.rs", node("z.rs", 30, 1, Some(1), 8)),
+            ("/d.txt", node("d.txt", 20, 4, None, 6)),
+            ("/.rc", node(".rc", 10, 3, Some(2), 5)),
+        ]
+        .into_iter()
+        .map(|(p, n)| (p.to_string(), n))
+        .collect()
+    }
+
+    fn sorted(key: SortKey, reverse: bool) -> Vec<String> {
+        let mut all = listing();
+        sort_listing(&mut all, key, reverse);
+        all.into_iter().map(|(p, _)| p).collect()
+    }
+
+    #[test]
+    fn the_walker_sorts_the_listing_by_each_key_ties_by_path() {
+        let tree = ["/b.txt", "/d", "/d/z.rs", "/d.txt", "/.rc"];
+        assert_eq!(sorted(SortKey::Name, false), tree);
+        let mut back = tree;
+        back.reverse();
+        assert_eq!(sorted(SortKey::Name, true), back);
+        let by_size = ["/.rc", "/d", "/d.txt", "/b.txt", "/d/z.rs"];
+        assert_eq!(sorted(SortKey::Size, false), by_size);
+        let mut back = by_size;
+        back.reverse();
+        assert_eq!(sorted(SortKey::Size, true), back);
+        let by_mtime = ["/d/z.rs", "/b.txt", "/.rc", "/d", "/d.txt"];
+        assert_eq!(sorted(SortKey::Mtime, false), by_mtime);
+        // ctime is minus mtime here: the reverse, but for the tie.
+        let by_ctime = ["/d.txt", "/.rc", "/d", "/b.txt", "/d/z.rs"];
+        assert_eq!(sorted(SortKey::Ctime, false), by_ctime);
+        // No atime first.
+        let by_atime = ["/d", "/d.txt", "/d/z.rs", "/.rc", "/b.txt"];
+        assert_eq!(sorted(SortKey::Atime, false), by_atime);
+        let by_inode = ["/.rc", "/d.txt", "/d", "/d/z.rs", "/b.txt"];
+        assert_eq!(sorted(SortKey::Inode, false), by_inode);
+        // "", ".rc", ".rs", ".txt", ".txt".
+        let by_ext = ["/d", "/.rc", "/d/z.rs", "/b.txt", "/d.txt"];
+        assert_eq!(sorted(SortKey::Extension, false), by_ext);
+    }
+
+    #[test]
+    fn the_walker_takes_an_extension_as_go_path_ext_does() {
+        assert_eq!(extension(b"a.tar.gz"), b".gz");
+        assert_eq!(extension(b".bashrc"), b".bashrc");
+        assert_eq!(extension(b"Makefile"), b"");
+        assert_eq!(extension(b"end."), b".");
+    }
 }

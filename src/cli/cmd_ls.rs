@@ -7,27 +7,69 @@ use super::output::{mode_string, print_json, safe};
 use crate::error::Result;
 use crate::snapshot;
 use crate::tree::{Node, NodeKind};
-use crate::walker;
+use crate::walker::{self, Listing, SortKey};
 use serde::Serialize;
 
 /// List the files in a snapshot.
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  larder ls latest\n  larder ls latest /home/me/Documents -l\n  \
+    larder ls latest /home/me --recursive --sort size --reverse -l    # the largest first\n  \
     larder ls latest --ncdu > snap.json && ncdu -f snap.json"
 )]
 pub struct Args {
     snapshot: String,
-    /// Only list below this path.
+    /// Only list this directory: itself and its entries (everything below
+    /// it with --recursive). Without it, everything is listed.
     path: Option<String>,
+    /// With PATH, list everything below it, not only its entries.
+    #[arg(long)]
+    recursive: bool,
+    /// Sort the whole listing by KEY (`time` is mtime; ties by path;
+    /// default: the tree's order, by name within each directory); holds
+    /// the listing in memory.
+    #[arg(long, value_enum, value_name = "KEY", conflicts_with = "ncdu")]
+    sort: Option<SortBy>,
+    /// Reverse the order; holds the listing in memory.
+    #[arg(long, conflicts_with = "ncdu")]
+    reverse: bool,
     /// Long listing.
     #[arg(short, long)]
     long: bool,
-    /// Write ncdu's JSON export format (browse it with `ncdu -f FILE`).
+    /// Write ncdu's JSON export format (browse it with `ncdu -f FILE`);
+    /// always everything below PATH.
     #[arg(long, conflicts_with = "long")]
     ncdu: bool,
     #[command(flatten)]
     filter: FilterArgs,
+}
+
+/// `--sort`'s keys (restic 0.18's).
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum SortBy {
+    Name,
+    Size,
+    /// mtime
+    Time,
+    Atime,
+    Ctime,
+    Mtime,
+    Extension,
+    Inode,
+}
+
+impl From<SortBy> for SortKey {
+    fn from(s: SortBy) -> SortKey {
+        match s {
+            SortBy::Name => SortKey::Name,
+            SortBy::Size => SortKey::Size,
+            SortBy::Time | SortBy::Mtime => SortKey::Mtime,
+            SortBy::Atime => SortKey::Atime,
+            SortBy::Ctime => SortKey::Ctime,
+            SortBy::Extension => SortKey::Extension,
+            SortBy::Inode => SortKey::Inode,
+        }
+    }
 }
 
 /// The first `--json` line: the snapshot listed.
@@ -151,7 +193,12 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         );
     }
     let (json, long) = (g.json, a.long);
-    walker::walk(&repo, snap.tree, a.path.as_deref(), &mut |p, n| {
+    let how = Listing {
+        recursive: a.recursive,
+        sort: a.sort.map(SortKey::from),
+        reverse: a.reverse,
+    };
+    walker::list(&repo, snap.tree, a.path.as_deref(), &how, &mut |p, n| {
         print_node(json, long, p, n)
     })?;
     Ok(0)

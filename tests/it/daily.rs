@@ -996,7 +996,7 @@ fn cli_snapshots_ls_and_restore_options() {
     assert_eq!(ls_id(&[&prefix.to_ascii_uppercase()]), s2);
 
     // ls lists exactly the backed-up paths.
-    let (out, _) = cli(&repo, &cache, &["ls", &s1, sp], 0);
+    let (out, _) = cli(&repo, &cache, &["ls", "--recursive", &s1, sp], 0);
     let listed: BTreeSet<String> = out.lines().skip(1).map(String::from).collect();
     let want: BTreeSet<String> = list_rel(&src)
         .into_iter()
@@ -1159,9 +1159,9 @@ fn exclude_tree(src: &Path) -> BTreeSet<String> {
     ])
 }
 
-/// `ls SNAPSHOT PATH` as paths relative to PATH.
+/// `ls --recursive SNAPSHOT PATH` as paths relative to PATH.
 fn ls_rel(repo: &Path, cache: &Path, id: &str, path: &Path) -> BTreeSet<String> {
-    let (out, _) = cli(repo, cache, &["ls", id, path_str(path)], 0);
+    let (out, _) = cli(repo, cache, &["ls", "--recursive", id, path_str(path)], 0);
     let prefix = format!("{}/", path_str(path));
     out.lines()
         .skip(1)

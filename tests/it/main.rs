@@ -21,6 +21,7 @@ mod json_docs;
 mod list;
 mod locks;
 mod ls_ncdu;
+mod ls_sort;
 mod mount;
 mod progress;
 mod prune;

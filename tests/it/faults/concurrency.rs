@@ -161,7 +161,7 @@ fn commands_beside_a_paused_backup_leave_both_snapshots_whole() {
         .map(|s| s["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, BTreeSet::from([s0.as_str(), s1.as_str(), &s_other]));
-    let ls = during(&["ls", &s1, path_str(&small)]);
+    let ls = during(&["ls", "--recursive", &s1, path_str(&small)]);
     for f in ["new.txt", "d0/f000.bin", "d2/f011.bin"] {
         let p = format!("{}/{f}", path_str(&small));
         assert!(ls.out.lines().any(|l| l == p), "ls lacks {p}:\n{}", ls.out);
