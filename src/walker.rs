@@ -82,9 +82,9 @@ pub enum SortKey {
 /// How [`list`] walks and orders (`ls --recursive`, `--sort`, `--reverse`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Listing {
-    /// Below a path given, everything below it; else only the path's
-    /// directory itself and its entries. Without a path, everything is
-    /// listed either way.
+    /// Below a path given, everything below it; else only its entries.
+    /// The path's own node comes first either way (as restic lists it).
+    /// Without a path, everything is listed either way.
     pub recursive: bool,
     /// Sort the whole listing by this key, ties by path (held in memory);
     /// none: the tree's order, streamed.
@@ -95,7 +95,7 @@ pub struct Listing {
 
 /// Calls `f(path, node)` for the nodes `ls` lists under a shared lock:
 /// without `sub`, every node below `root`; with `sub`, that directory's
-/// node (none for the root) and its entries, or with
+/// node (none for the root), then its entries, or with
 /// [`Listing::recursive`] every node below it (as [`walk`]). In the
 /// tree's order, streamed, unless [`Listing::sort`] (other than
 /// [`SortKey::Name`]) or [`Listing::reverse`] asks for another: then the
@@ -110,12 +110,14 @@ pub fn list(
 ) -> Result<()> {
     let lock = repo.lock_for_reading()?;
     let recursive = sub.is_none() || how.recursive;
+    let named = sub.is_some();
     let sub = sub.unwrap_or("");
     let (node, start) = dir_at(repo, root, sub)?;
     let prefix = prefix_of(sub);
     let key = how.sort.unwrap_or(SortKey::Name);
     let visit = |f: &mut dyn FnMut(&str, &Node)| -> Result<()> {
-        if let (false, Some(n)) = (recursive, &node) {
+        // PATH itself first, as restic lists it (the root has no node).
+        if let (true, Some(n)) = (named, &node) {
             f(&prefix, n);
         }
         walk_tree(repo, &start, &prefix, f, depth_of(sub), recursive)

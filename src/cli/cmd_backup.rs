@@ -308,6 +308,15 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     }
 }
 
+/// `--read-concurrency`: 1 to [`archiver::MAX_READ_CONCURRENCY`].
+fn read_concurrency(s: &str) -> std::result::Result<usize, String> {
+    let max = archiver::MAX_READ_CONCURRENCY;
+    match s.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of files from 1 to {max}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,14 +382,5 @@ mod tests {
                 other => panic!("{bad:?} gave {other:?}"),
             }
         }
-    }
-}
-
-/// `--read-concurrency`: 1 to [`archiver::MAX_READ_CONCURRENCY`].
-fn read_concurrency(s: &str) -> std::result::Result<usize, String> {
-    let max = archiver::MAX_READ_CONCURRENCY;
-    match s.parse::<usize>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number of files from 1 to {max}")),
     }
 }

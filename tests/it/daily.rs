@@ -995,12 +995,13 @@ fn cli_snapshots_ls_and_restore_options() {
     assert_eq!(ls_id(&[prefix]), s2);
     assert_eq!(ls_id(&[&prefix.to_ascii_uppercase()]), s2);
 
-    // ls lists exactly the backed-up paths.
+    // ls lists exactly the backed-up paths: the path, then all below it.
     let (out, _) = cli(&repo, &cache, &["ls", "--recursive", &s1, sp], 0);
     let listed: BTreeSet<String> = out.lines().skip(1).map(String::from).collect();
     let want: BTreeSet<String> = list_rel(&src)
         .into_iter()
         .map(|r| format!("{sp}/{r}"))
+        .chain([sp.to_string()])
         .collect();
     assert_eq!(listed, want);
 
@@ -1159,12 +1160,14 @@ fn exclude_tree(src: &Path) -> BTreeSet<String> {
     ])
 }
 
-/// `ls --recursive SNAPSHOT PATH` as paths relative to PATH.
+/// `ls --recursive SNAPSHOT PATH` as paths relative to PATH (PATH's own
+/// line, which comes first, left out).
 fn ls_rel(repo: &Path, cache: &Path, id: &str, path: &Path) -> BTreeSet<String> {
     let (out, _) = cli(repo, cache, &["ls", "--recursive", id, path_str(path)], 0);
     let prefix = format!("{}/", path_str(path));
-    out.lines()
-        .skip(1)
+    let mut lines = out.lines().skip(1);
+    assert_eq!(lines.next(), Some(path_str(path)), "{out}");
+    lines
         .map(|l| {
             l.strip_prefix(&prefix)
                 .unwrap_or_else(|| panic!("{l:?} outside {prefix}"))

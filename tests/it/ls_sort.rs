@@ -1,5 +1,6 @@
 //! `ls --recursive`, `--sort` and `--reverse` (restic 0.17/0.18's flags):
-//! with a path, only the directory and its entries unless `--recursive`;
+//! with a path, the directory itself, then only its entries unless
+//! `--recursive` (as restic lists them);
 //! the whole listing sorted by size, mtime or extension (ties by path),
 //! reversed with `--reverse`, in `--json` too; `--ncdu` refuses `--sort`.
 
@@ -69,11 +70,12 @@ fn ls_lists_a_paths_entries_unless_recursive_and_sorts_the_listing() {
         ls(&[&id, &format!("{src}/sub")]),
         ["sub", "sub/d.txt", "sub/deep"]
     );
-    // With --recursive: everything below, the grandchildren too (the
-    // path itself not, as before).
+    // With --recursive: the path, then everything below it, the
+    // grandchildren too.
     assert_eq!(
         ls(&[&id, &src, "--recursive"]),
         [
+            ".",
             "a.bin",
             "b.txt",
             "c.md",
@@ -102,7 +104,7 @@ fn ls_lists_a_paths_entries_unless_recursive_and_sorts_the_listing() {
         files(by_size.clone()),
         ["sub/d.txt", "a.bin", "c.md", "b.txt", "sub/deep/e.rs"]
     );
-    assert_eq!(by_size.len(), 7, "{by_size:?}");
+    assert_eq!(by_size.len(), 8, "{by_size:?}");
     // --reverse reverses the whole of it.
     let mut reversed = by_size.clone();
     reversed.reverse();
@@ -117,7 +119,8 @@ fn ls_lists_a_paths_entries_unless_recursive_and_sorts_the_listing() {
     );
 
     // --sort mtime (and `time`, its other name): by modification time; the
-    // directories, dated after every file, come last.
+    // directories, dated after every file, come last (src itself, written
+    // to now, last of all).
     let by_mtime = [
         "sub/deep/e.rs",
         "c.md",
@@ -126,6 +129,7 @@ fn ls_lists_a_paths_entries_unless_recursive_and_sorts_the_listing() {
         "a.bin",
         "sub/deep",
         "sub",
+        ".",
     ];
     assert_eq!(ls(&[&id, &src, "--recursive", "--sort", "mtime"]), by_mtime);
     assert_eq!(ls(&[&id, &src, "--recursive", "--sort", "time"]), by_mtime);
@@ -134,6 +138,7 @@ fn ls_lists_a_paths_entries_unless_recursive_and_sorts_the_listing() {
     assert_eq!(
         ls(&[&id, &src, "--recursive", "--sort", "extension"]),
         [
+            ".",
             "sub",
             "sub/deep",
             "a.bin",
@@ -174,7 +179,7 @@ fn ls_json_sorts_its_node_lines_and_ncdu_refuses_sort() {
             )
         })
         .collect();
-    assert_eq!(nodes.len(), 7, "{}", o.out);
+    assert_eq!(nodes.len(), 8, "{}", o.out);
     let mut want = nodes.clone();
     want.sort();
     assert_eq!(nodes, want, "by size, ties by path");
