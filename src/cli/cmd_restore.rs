@@ -15,7 +15,8 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 #[command(
     after_help = "Examples:\n  larder restore latest --target /tmp/restore\n  \
-    larder restore latest:/home/me/Documents --target /tmp/docs --include '*.odt'"
+    larder restore latest:/home/me/Documents --target /tmp/docs --include '*.odt'\n  \
+    larder restore latest --target /tmp/restore --include-xattr 'user.*'"
 )]
 pub struct Args {
     /// Snapshot id, prefix or `latest`, optionally followed by `:SUBPATH`.
@@ -65,6 +66,14 @@ pub struct Args {
     /// chunk's bytes against its ID.
     #[arg(long)]
     verify: bool,
+    /// Restore only the extended attributes whose name matches this glob
+    /// (e.g. `user.*`; repeatable; default: all).
+    #[arg(long, value_name = "PATTERN", conflicts_with = "exclude_xattr")]
+    include_xattr: Vec<String>,
+    /// Restore all extended attributes but those whose name matches this
+    /// glob (e.g. `security.capability`; repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    exclude_xattr: Vec<String>,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -135,6 +144,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         numeric_owner: a.numeric_owner,
         delete: a.delete,
         verify: a.verify,
+        include_xattr: a.include_xattr,
+        exclude_xattr: a.exclude_xattr,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), true);
     let rep = restorer::restore_with_progress(&repo, &snap, sub, &opts, &progress);

@@ -19,7 +19,8 @@
 //! created with `O_NOFOLLOW | O_EXCL`. Nothing is written outside the target.
 //!
 //! The parts: [`walk`] (the snapshot's trees → directories, special files
-//! and batches of regular files), [`select`] (include/exclude), [`plan`]
+//! and batches of regular files), [`select`] (include/exclude, of paths
+//! and of extended attributes), [`plan`]
 //! (which pack regions to read), [`files`] (reading, verifying and writing
 //! a batch), [`target`] (the local filesystem side).
 
@@ -78,6 +79,12 @@ pub struct RestoreOptions {
     /// Read each file back once written, before it gets its name, and
     /// check every chunk's bytes against its ID (restic's `--verify`).
     pub verify: bool,
+    /// Globs on extended attribute names (restic's `--include-xattr`):
+    /// set only the attributes one matches (none given: all).
+    pub include_xattr: Vec<String>,
+    /// Globs on extended attribute names (restic's `--exclude-xattr`): set
+    /// all but the attributes one matches. Refused with `include_xattr`.
+    pub exclude_xattr: Vec<String>,
 }
 
 /// What a restore did.
@@ -156,10 +163,12 @@ pub fn restore_with_progress(
         Some(s) => crate::walker::tree_at(repo, snap.tree, s)?,
         None => snap.tree,
     };
+    // Patterns are checked before the target is touched.
+    let xattrs = select::XattrSelector::new(&opts.include_xattr, &opts.exclude_xattr)?;
     if !opts.dry_run {
         prepare_target(opts)?;
     }
-    let dest = Destination::new(opts.numeric_owner);
+    let dest = Destination::new(opts.numeric_owner, xattrs);
     let selector =
         select::Selector::new(&opts.include, &opts.iinclude, &opts.exclude, &opts.iexclude)?;
     let filtered = !(opts.include.is_empty()

@@ -2,6 +2,8 @@
 //! globs on paths relative to the restored tree (`/a/b`). A pattern without
 //! `/` matches that name anywhere; an included directory includes all below.
 //! `--iinclude` and `--iexclude` patterns match without regard to case.
+//! Also which extended attributes it sets: `--include-xattr` and
+//! `--exclude-xattr` globs on an attribute's whole name.
 
 use crate::error::{Error, Result};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -72,6 +74,64 @@ impl Selector {
             };
         (true, included)
     }
+}
+
+/// Which extended attributes a restore sets (restic 0.17's
+/// `--include-xattr` and `--exclude-xattr`): globs on an attribute's whole
+/// name (`*` matches any characters, `.` too). With include patterns, only
+/// the attributes one matches; otherwise all but those an exclude pattern
+/// matches (none given: all).
+#[derive(Debug)]
+pub(super) enum XattrSelector {
+    All,
+    Only(GlobSet),
+    AllBut(GlobSet),
+}
+
+impl XattrSelector {
+    /// Compiles the patterns; include and exclude patterns together are
+    /// refused, as is a pattern that is not a valid glob (named).
+    pub(super) fn new(include: &[String], exclude: &[String]) -> Result<Self> {
+        match (include.is_empty(), exclude.is_empty()) {
+            (true, true) => Ok(XattrSelector::All),
+            (false, true) => Ok(XattrSelector::Only(xattr_globset(
+                include,
+                "--include-xattr",
+            )?)),
+            (true, false) => Ok(XattrSelector::AllBut(xattr_globset(
+                exclude,
+                "--exclude-xattr",
+            )?)),
+            (false, false) => Err(Error::Usage(
+                "--include-xattr and --exclude-xattr cannot be used together".into(),
+            )),
+        }
+    }
+
+    /// Whether the attribute named `name` (its bytes as stored) is set.
+    pub(super) fn wanted(&self, name: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(name);
+        match self {
+            XattrSelector::All => true,
+            XattrSelector::Only(g) => g.is_match(name),
+            XattrSelector::AllBut(g) => !g.is_match(name),
+        }
+    }
+}
+
+/// The attribute-name globs `pats` of option `flag` as one set.
+fn xattr_globset(pats: &[String], flag: &str) -> Result<GlobSet> {
+    let mut b = GlobSetBuilder::new();
+    for p in pats {
+        let g = GlobBuilder::new(p)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| Error::Usage(format!("invalid {flag} pattern {p:?}: {e}")))?;
+        b.add(g);
+    }
+    b.build()
+        .map_err(|e| Error::Usage(format!("{flag} patterns: {e}")))
 }
 
 /// The literal beginning of path pattern `p` (up to its first glob
@@ -166,6 +226,54 @@ mod tests {
         );
         assert!(!g.may_hold_included("/etc"));
         assert!(g.selected("/usr/share/doc/bash/x/y", false).1);
+    }
+
+    #[test]
+    fn xattr_patterns_match_the_whole_name() {
+        let v = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let only = XattrSelector::new(&v(&["user.keep.*", "security.capability"]), &[]).unwrap();
+        assert!(only.wanted(b"user.keep.x"));
+        assert!(only.wanted(b"user.keep.x.y"), "* matches dots too");
+        assert!(only.wanted(b"security.capability"));
+        assert!(!only.wanted(b"user.keep"), "the whole name must match");
+        assert!(!only.wanted(b"user.a"));
+        assert!(!only.wanted(b"xuser.keep.x"));
+        assert!(!only.wanted(b"security.capability2"));
+        assert!(!only.wanted(b"user.KEEP.x"), "matched as written");
+        let but = XattrSelector::new(&[], &v(&["user.a", "trusted.*"])).unwrap();
+        assert!(!but.wanted(b"user.a"));
+        assert!(!but.wanted(b"trusted.overlay.opaque"));
+        assert!(but.wanted(b"user.ab"));
+        assert!(but.wanted(b"user.b"));
+        assert!(but.wanted(b"user.\xff"));
+        let all = XattrSelector::new(&[], &[]).unwrap();
+        assert!(all.wanted(b"anything.at.all"));
+        // A name that is not UTF-8 is matched by its bytes.
+        let star = XattrSelector::new(&v(&["user.*"]), &[]).unwrap();
+        assert!(star.wanted(b"user.\xff\xfe"));
+        assert!(!star.wanted(b"trusted.\xff"));
+    }
+
+    #[test]
+    fn xattr_patterns_both_ways_or_invalid_are_refused() {
+        let v = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let both = XattrSelector::new(&v(&["user.*"]), &v(&["user.a"])).unwrap_err();
+        assert!(
+            both.to_string().contains("cannot be used together"),
+            "{both}"
+        );
+        let bad = XattrSelector::new(&v(&["user.[a"]), &[]).unwrap_err();
+        let msg = bad.to_string();
+        assert!(
+            msg.contains("--include-xattr") && msg.contains("user.[a"),
+            "{msg}"
+        );
+        let bad = XattrSelector::new(&[], &v(&["ok.*", "{x"])).unwrap_err();
+        let msg = bad.to_string();
+        assert!(
+            msg.contains("--exclude-xattr") && msg.contains("{x"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! hard links, and metadata (owner, mode, extended attributes, times) set
 //! through a file's own descriptor where it has one.
 
+use super::select::XattrSelector;
 use crate::error::{Error, Result};
 use crate::localfs::Anchor;
 use crate::localfs::meta::NameCache;
@@ -56,12 +57,15 @@ pub(super) struct Destination {
     euid: u32,
     pub(super) egid: u32,
     names: NameCache,
+    /// Which extended attributes are set.
+    xattrs: XattrSelector,
 }
 
 impl Destination {
     /// The destination as this process sees it; `numeric_owner` ignores
-    /// recorded user and group names.
-    pub(super) fn new(numeric_owner: bool) -> Self {
+    /// recorded user and group names; `xattrs` picks the extended
+    /// attributes set.
+    pub(super) fn new(numeric_owner: bool, xattrs: XattrSelector) -> Self {
         Destination {
             numeric_owner,
             is_root: nix::unistd::geteuid().is_root(),
@@ -70,6 +74,7 @@ impl Destination {
             euid: nix::unistd::geteuid().as_raw(),
             egid: nix::unistd::getegid().as_raw(),
             names: NameCache::default(),
+            xattrs,
         }
     }
 
@@ -203,7 +208,7 @@ impl Destination {
             }
             .map_err(|e| Error::io(path, e))?;
         }
-        for x in &n.xattrs {
+        for x in n.xattrs.iter().filter(|x| self.xattrs.wanted(&x.name)) {
             let name = OsStr::from_bytes(&x.name);
             let r = match at {
                 MetaTarget::File(f, _) => f.set_xattr(name, &x.value),

@@ -32,6 +32,7 @@ mod repair_packs;
 mod repair_snapshots;
 mod repo_core;
 mod restore_delete;
+mod restore_xattr;
 mod safety;
 mod schedule;
 mod snapshots_cmd;

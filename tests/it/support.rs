@@ -123,6 +123,8 @@ pub fn restore_opts(target: &Path, overwrite: Overwrite) -> RestoreOptions {
         numeric_owner: false,
         delete: false,
         verify: false,
+        include_xattr: vec![],
+        exclude_xattr: vec![],
     }
 }
 
