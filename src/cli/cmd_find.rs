@@ -59,6 +59,9 @@ pub struct Args {
     /// blob or tree, by the index (as restic's flag).
     #[arg(long)]
     show_pack_id: bool,
+    /// Sizes as KiB, MiB, GiB (restic's flag; not in --json).
+    #[arg(long)]
+    human_readable: bool,
     #[command(flatten)]
     filter: FilterArgs,
 }
@@ -148,7 +151,8 @@ fn pack_of(repo: &Repository, id: &Id) -> Option<Id> {
 
 /// `pack`: with --show-pack-id, the repository to look the matched id's
 /// pack up in.
-fn print_found(json: bool, pack: Option<&Repository>, f: &Found<'_>) {
+/// `human`: the size as KiB, MiB, GiB.
+fn print_found(json: bool, human: bool, pack: Option<&Repository>, f: &Found<'_>) {
     let path = String::from_utf8_lossy(f.path);
     let pack_id = match (pack, f.hit.matched) {
         (Some(repo), Some(id)) => Some(pack_of(repo, &id)),
@@ -181,7 +185,11 @@ fn print_found(json: bool, pack: Option<&Repository>, f: &Found<'_>) {
         "{}  {:<7} {:>12}  {}  {}{}",
         f.snapshot.short(),
         f.hit.kind.word(),
-        f.hit.size,
+        if human {
+            super::cmd_stats::human_bytes(f.hit.size)
+        } else {
+            f.hit.size.to_string()
+        },
         local_time(f.hit.mtime_ns),
         safe(&path),
         id
@@ -226,7 +234,10 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
     }
     let json = g.json;
     let packs = a.show_pack_id.then_some(&repo);
-    let stats = find::find(&repo, &snaps, &opts, &mut |f| print_found(json, packs, f))?;
+    let human = a.human_readable;
+    let stats = find::find(&repo, &snaps, &opts, &mut |f| {
+        print_found(json, human, packs, f)
+    })?;
     for u in &stats.unreadable {
         eprintln!("warning: {}", safe(u));
     }

@@ -36,6 +36,9 @@ pub struct Args {
     /// Long listing.
     #[arg(short, long)]
     long: bool,
+    /// With --long, sizes as KiB, MiB, GiB (restic's flag; else no effect).
+    #[arg(long)]
+    human_readable: bool,
     /// Write ncdu's JSON export format (browse it with `ncdu -f FILE`);
     /// always everything below PATH.
     #[arg(long, conflicts_with = "long")]
@@ -105,7 +108,20 @@ fn link_target(n: &Node) -> Option<String> {
     (n.kind == NodeKind::Symlink).then(|| String::from_utf8_lossy(&n.link_target).into_owned())
 }
 
-fn print_node(json: bool, long: bool, p: &str, n: &Node) {
+/// How `ls` prints a node: `--json`, `--long` (with human-readable sizes),
+/// or its path alone.
+#[derive(Clone, Copy)]
+enum Style {
+    Json,
+    Long { human: bool },
+    Path,
+}
+
+fn print_node(style: Style, p: &str, n: &Node) {
+    let (json, long) = (
+        matches!(style, Style::Json),
+        matches!(style, Style::Long { .. }),
+    );
     if json {
         print_json(&NodeLine {
             message_type: "node",
@@ -123,14 +139,17 @@ fn print_node(json: bool, long: bool, p: &str, n: &Node) {
             link_target: link_target(n),
         });
     } else if long {
-        println!("{}", long_line(p, n));
+        println!(
+            "{}",
+            long_line(p, n, matches!(style, Style::Long { human: true }))
+        );
     } else {
         println!("{}", safe(p));
     }
 }
 
-/// One `ls -l` style line.
-fn long_line(p: &str, n: &Node) -> String {
+/// One `ls -l` style line; `human`: its size as KiB, MiB, GiB.
+fn long_line(p: &str, n: &Node, human: bool) -> String {
     let t = jiff::Timestamp::from_nanosecond(n.mtime_ns as i128)
         .map(|t| {
             t.to_zoned(jiff::tz::TimeZone::system())
@@ -157,7 +176,11 @@ fn long_line(p: &str, n: &Node) -> String {
         mode_string(n.mode),
         user,
         group,
-        n.size,
+        if human {
+            super::cmd_stats::human_bytes(n.size)
+        } else {
+            n.size.to_string()
+        },
         t,
         safe(p),
         target
@@ -192,14 +215,20 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             snap.time_local()
         );
     }
-    let (json, long) = (g.json, a.long);
+    let style = match (g.json, a.long) {
+        (true, _) => Style::Json,
+        (false, true) => Style::Long {
+            human: a.human_readable,
+        },
+        (false, false) => Style::Path,
+    };
     let how = Listing {
         recursive: a.recursive,
         sort: a.sort.map(SortKey::from),
         reverse: a.reverse,
     };
     walker::list(&repo, snap.tree, a.path.as_deref(), &how, &mut |p, n| {
-        print_node(json, long, p, n)
+        print_node(style, p, n)
     })?;
     Ok(0)
 }

@@ -208,3 +208,42 @@ fn ls_json_sorts_its_node_lines_and_ncdu_refuses_sort() {
         );
     }
 }
+
+/// `--human-readable` (restic's flag): `ls -l` and `find` print sizes as
+/// KiB, MiB, GiB; without it, bytes.
+#[test]
+fn human_readable_sizes_in_ls_long_and_find() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src_dir = t.dir.path().join("src");
+    let src = make_src(&src_dir);
+    write(&src_dir.join("big.dat"), &vec![7u8; 1_536_000]);
+    let id = backup_ok(&repo, &cache, &src_dir);
+    let line_of = |out: &str, name: &str| -> String {
+        out.lines()
+            .find(|l| l.ends_with(name))
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+            .to_string()
+    };
+    let big = format!("{src}/big.dat");
+    let plain = larder_ok(&repo, &cache, &["-q", "ls", "-l", &id, &src]).out;
+    let human = larder_ok(
+        &repo,
+        &cache,
+        &["-q", "ls", "-l", "--human-readable", &id, &src],
+    )
+    .out;
+    assert!(line_of(&plain, &big).contains(" 1536000 "), "{plain}");
+    assert!(line_of(&human, &big).contains(" 1.465 MiB "), "{human}");
+    assert!(line_of(&human, "/b.txt").contains(" 300 B "), "{human}");
+    assert_eq!(plain.lines().count(), human.lines().count());
+    let found = larder_ok(&repo, &cache, &["-q", "find", "big.dat"]).out;
+    assert!(found.contains(" 1536000 "), "{found}");
+    let found = larder_ok(
+        &repo,
+        &cache,
+        &["-q", "find", "--human-readable", "big.dat"],
+    )
+    .out;
+    assert!(found.contains("1.465 MiB"), "{found}");
+}
