@@ -96,6 +96,10 @@ pub struct BackupOptions {
     /// shows no totals, percentage or estimate, and the source is read
     /// once less.
     pub no_scan: bool,
+    /// Which snapshots count as earlier runs of this backup when the
+    /// parent is looked for (`--group-by`; by default the same host and
+    /// paths, as restic).
+    pub group_by: crate::retention::GroupBy,
     /// How many files are read at once (`--read-concurrency`, 1 to
     /// [`MAX_READ_CONCURRENCY`]); `LARDER_READ_THREADS`, else one per core,
     /// when `None`.
@@ -279,8 +283,9 @@ pub fn backup(
     })
 }
 
-/// The parent snapshot: `--parent`, else the latest of this host with the
-/// same paths.
+/// The parent snapshot: `--parent`, else the latest in the new snapshot's
+/// group (`--group-by`: by default of this host with the same paths, as
+/// restic). `paths` are sorted.
 fn find_parent(
     repo: &Repository,
     opts: &BackupOptions,
@@ -290,16 +295,28 @@ fn find_parent(
     if let Some(r) = &opts.parent {
         return snapshot::resolve(repo, r, &Filter::default()).map(Some);
     }
+    let by = opts.group_by;
+    let mut tags = opts.tags.clone();
+    tags.sort();
+    let want = crate::retention::GroupKey {
+        hostname: if by.host {
+            hostname.to_string()
+        } else {
+            String::new()
+        },
+        paths: (by.paths && !paths.is_empty()).then(|| paths.to_vec()),
+        tags: (by.tags && !tags.is_empty()).then_some(tags),
+    };
     let f = Filter {
-        hosts: vec![hostname.to_string()],
+        hosts: if by.host {
+            vec![hostname.to_string()]
+        } else {
+            Vec::new()
+        },
         ..Filter::default()
     };
     let (list, _) = snapshot::list(repo, &f)?;
-    Ok(list.into_iter().rev().find(|(_, s)| {
-        let mut a = s.paths.clone();
-        a.sort();
-        a == paths
-    }))
+    Ok(list.into_iter().rev().find(|(_, s)| by.key_of(s) == want))
 }
 
 /// Walks `paths` on this thread while the storing stage seals and packs on

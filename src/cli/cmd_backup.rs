@@ -14,7 +14,8 @@ use std::path::PathBuf;
     after_help = "Examples:\n  larder backup ~/Documents ~/Pictures --exclude '*.tmp' --exclude-caches\n  \
     larder backup / -x --exclude-file ~/.config/larder/excludes --tag nightly\n  \
     pg_dump mydb | larder backup --stdin --stdin-filename mydb.sql\n  \
-    larder backup --stdin-from-command --stdin-filename mydb.sql -- pg_dump mydb"
+    larder backup --stdin-from-command --stdin-filename mydb.sql -- pg_dump mydb\n  \
+    larder backup ~/Documents ~/Music --group-by host   # parent: the latest of this host, any paths"
 )]
 pub struct Args {
     /// Files and directories to back up (with --stdin-from-command: the
@@ -87,6 +88,11 @@ pub struct Args {
     /// Compare against this snapshot instead of the latest matching one.
     #[arg(long)]
     pub parent: Option<String>,
+    /// Which earlier snapshots the parent is picked from: the latest with
+    /// the same host, paths and/or tags as this one ('' for the latest of
+    /// all), as restic's flag.
+    #[arg(short = 'g', long, value_name = "GROUP", default_value = "host,paths", value_parser = super::filter::group_by)]
+    pub group_by: crate::retention::GroupBy,
     /// Record access times too (off by default: they churn trees).
     #[arg(long)]
     pub with_atime: bool,
@@ -275,6 +281,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         ignore_ctime: a.ignore_ctime,
         no_scan: a.no_scan,
         read_concurrency: a.read_concurrency,
+        group_by: a.group_by,
     };
     let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
     let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);

@@ -658,3 +658,66 @@ fn pack_size_sets_the_size_of_the_packs_a_run_writes() {
     );
     crate::faults::check_passes(&repo, &cache, true, "after runs with other pack sizes");
 }
+
+/// `backup --group-by` (restic's flag) picks the parent from the latest
+/// snapshot of the new one's group: by default the same host and paths;
+/// `host` alone takes the host's latest of any paths (and its files count
+/// as unmodified); with `tags`, a snapshot of other tags is not a parent;
+/// `''` takes the latest of any host. A bad value is refused by name.
+#[test]
+fn group_by_picks_the_parent_from_the_snapshots_group() {
+    let t = crate::faults::cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let (a, b) = (t.dir.path().join("a"), t.dir.path().join("b"));
+    crate::faults::fill(&a, 1, 3, 10 << 10);
+    crate::faults::fill(&b, 2, 2, 10 << 10);
+    let run = |args: &[&str]| {
+        let o = crate::faults::larder_ok(&repo, &cache, &[&["backup", "--json"], args].concat());
+        json_lines(&o.out).pop().unwrap()
+    };
+    let id = |s: &serde_json::Value| s["snapshot_id"].as_str().unwrap().to_string();
+    let (pa, pb) = (path_str(&a), path_str(&b));
+    let only_a = run(&["--host", "h", "--tag", "x", pa]);
+    let both = run(&["--host", "h", pa, pb]);
+    assert!(
+        both["parent"].is_null(),
+        "other paths: no parent by default: {both}"
+    );
+    assert_eq!(both["files_new"], 5);
+
+    // By host alone: the host's latest, whatever its paths (b's files
+    // then count as unmodified).
+    let b_by_host = run(&["--host", "h", "-g", "host", pb]);
+    assert_eq!(b_by_host["parent"], id(&both).as_str(), "{b_by_host}");
+    assert_eq!(
+        (
+            b_by_host["files_unmodified"].as_u64(),
+            b_by_host["files_new"].as_u64()
+        ),
+        (Some(2), Some(0)),
+        "{b_by_host}"
+    );
+    // Default: the latest with the same host and paths.
+    let again = run(&["--host", "h", pa]);
+    assert_eq!(again["parent"], id(&only_a).as_str(), "{again}");
+    let by_host = run(&["--host", "h", "--group-by", "host", pa]);
+    assert_eq!(by_host["parent"], id(&again).as_str(), "{by_host}");
+    assert_eq!(by_host["files_unmodified"], 3, "{by_host}");
+    // With tags: only a snapshot of the same tags (only_a's x).
+    let tagged = run(&["--host", "h", "--tag", "x", "-g", "host,paths,tags", pa]);
+    assert_eq!(tagged["parent"], id(&only_a).as_str(), "{tagged}");
+    let other = run(&["--host", "h", "--tag", "y", "-g", "host,tags", pa]);
+    assert!(other["parent"].is_null(), "no snapshot tagged y: {other}");
+    // '': the latest of every host.
+    let elsewhere = run(&["--host", "other", "-g", "", pa]);
+    assert_eq!(elsewhere["parent"], id(&other).as_str(), "{elsewhere}");
+    let plain = run(&["--host", "other2", pa]);
+    assert!(
+        plain["parent"].is_null(),
+        "another host: none by default: {plain}"
+    );
+
+    let o = crate::faults::larder_run(&repo, &cache, &["backup", "--group-by", "hostname", pa]);
+    assert_ne!(o.code, 0, "{}", o.all());
+    assert!(o.err.contains("--group-by"), "{}", o.err);
+}
