@@ -205,6 +205,11 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Whether no filter is given (every snapshot passes).
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty() && self.tags.is_empty() && self.paths.is_empty()
+    }
+
     /// Whether `s` passes every filter given.
     pub fn matches(&self, s: &Snapshot) -> bool {
         (self.hosts.is_empty() || self.hosts.contains(&s.hostname))

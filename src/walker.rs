@@ -22,15 +22,39 @@ pub fn tree_at(repo: &Repository, root: Id, sub: &str) -> Result<Id> {
 /// Directory `sub` (a `/`-separated path) below `root`: its node (none for
 /// the root itself, which has none) and its tree ID.
 fn dir_at(repo: &Repository, root: Id, sub: &str) -> Result<(Option<Node>, Id)> {
+    match node_at(repo, root, sub)? {
+        At::Dir(node, id) => Ok((node, id)),
+        At::Leaf(n) => Err(Error::Usage(format!(
+            "path {sub:?}: {:?} is not a directory",
+            n.name_lossy()
+        ))),
+    }
+}
+
+/// What a path in a snapshot names.
+enum At {
+    /// A directory: its node (none for the root) and its tree.
+    Dir(Option<Node>, Id),
+    /// Anything else, as the last component.
+    Leaf(Node),
+}
+
+/// Follows `sub` down from `root`; errors name the path and the component.
+fn node_at(repo: &Repository, root: Id, sub: &str) -> Result<At> {
     let mut cur = root;
     let mut node = None;
-    for comp in sub.split('/').filter(|c| !c.is_empty() && *c != ".") {
+    let comps: Vec<&str> = sub
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    for (i, comp) in comps.iter().enumerate() {
         let t = repo.load_tree(&cur)?;
         let n = t.find(comp.as_bytes()).ok_or_else(|| {
             Error::Usage(format!("path {sub:?}: {comp:?} not found in the snapshot"))
         })?;
         cur = match (n.kind, n.subtree) {
             (NodeKind::Dir, Some(s)) => s,
+            _ if i + 1 == comps.len() => return Ok(At::Leaf(n.clone())),
             _ => {
                 return Err(Error::Usage(format!(
                     "path {sub:?}: {comp:?} is not a directory"
@@ -39,7 +63,7 @@ fn dir_at(repo: &Repository, root: Id, sub: &str) -> Result<(Option<Node>, Id)> 
         };
         node = Some(n.clone());
     }
-    Ok((node, cur))
+    Ok(At::Dir(node, cur))
 }
 
 /// Calls `f(path, node)` for every node below `root` (or below `sub`),
@@ -112,7 +136,14 @@ pub fn list(
     let recursive = sub.is_none() || how.recursive;
     let named = sub.is_some();
     let sub = sub.unwrap_or("");
-    let (node, start) = dir_at(repo, root, sub)?;
+    let (node, start) = match node_at(repo, root, sub)? {
+        At::Dir(node, start) => (node, start),
+        // A file (or link, ...) named: its own line, as restic lists it.
+        At::Leaf(n) => {
+            f(&prefix_of(sub), &n);
+            return Ok(());
+        }
+    };
     let prefix = prefix_of(sub);
     let key = how.sort.unwrap_or(SortKey::Name);
     let visit = |f: &mut dyn FnMut(&str, &Node)| -> Result<()> {

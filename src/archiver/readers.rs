@@ -72,7 +72,8 @@ pub(super) fn worker_count(chosen: Option<usize>) -> usize {
 pub const THREAD_NAME: &str = "larder-read";
 
 /// Starts `workers` workers inside `scope` (fewer if the system refuses
-/// more threads; an error if it refuses the first); returns the job queue.
+/// more threads; an error if it refuses the first); returns the job queue
+/// and how many started.
 /// Drop the sender to stop them (each finishes its file first); set
 /// `failed` first to have them skip the files still queued.
 pub(super) fn spawn<'scope, 'env, 'r: 'env>(
@@ -82,9 +83,10 @@ pub(super) fn spawn<'scope, 'env, 'r: 'env>(
     chunker: &Chunker,
     progress: &'env dyn Progress,
     failed: &'env AtomicBool,
-) -> std::io::Result<Jobs> {
+) -> std::io::Result<(Jobs, usize)> {
     let (tx, rx) = queue::<Job>(JOB_QUEUE, LOW_WATER);
-    for started in 0..workers {
+    let mut started = 0;
+    while started < workers {
         let rx = rx.clone();
         let mut st = ReaderState {
             chunker: chunker.clone(),
@@ -116,11 +118,11 @@ pub(super) fn spawn<'scope, 'env, 'r: 'env>(
             .name(THREAD_NAME.into())
             .spawn_scoped(scope, worker);
         match spawned {
-            Ok(_) => {}
+            Ok(_) => started += 1,
             Err(e) if started == 0 => return Err(e),
             // Those already started read everything.
             Err(_) => break,
         }
     }
-    Ok(tx)
+    Ok((tx, started))
 }

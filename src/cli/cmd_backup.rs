@@ -114,7 +114,7 @@ pub struct Args {
     pub no_scan: bool,
     /// Read this many files at once (1 to 64; one per core unless given),
     /// as restic's flag: more can help on network filesystems and disks
-    /// that serve many requests at once.
+    /// that serve many requests at once. Not for --stdin (one stream).
     #[arg(long, value_name = "N", env = "LARDER_READ_CONCURRENCY", value_parser = read_concurrency)]
     pub read_concurrency: Option<usize>,
     /// Record this time as the snapshot's ("YYYY-MM-DD HH:MM:SS" in the
@@ -283,7 +283,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         read_concurrency: a.read_concurrency,
         group_by: a.group_by,
     };
-    let progress = TermProgress::start(Mode::pick(g.json, g.quiet), false);
+    let progress =
+        TermProgress::start(Mode::pick(g.json, g.quiet), false).with_entries(g.verbose >= 2);
     let name = a.stdin_filename.as_deref().unwrap_or(archiver::STDIN_NAME);
     let res = if a.stdin {
         let mut input = std::io::stdin().lock();
@@ -317,11 +318,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
 
 /// `--read-concurrency`: 1 to [`archiver::MAX_READ_CONCURRENCY`].
 fn read_concurrency(s: &str) -> std::result::Result<usize, String> {
-    let max = archiver::MAX_READ_CONCURRENCY;
-    match s.parse::<usize>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number of files from 1 to {max}")),
-    }
+    archiver::read_concurrency(s.parse::<i64>().unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -185,11 +185,7 @@ fn print_found(json: bool, human: bool, pack: Option<&Repository>, f: &Found<'_>
         "{}  {:<7} {:>12}  {}  {}{}",
         f.snapshot.short(),
         f.hit.kind.word(),
-        if human {
-            super::cmd_stats::human_bytes(f.hit.size)
-        } else {
-            f.hit.size.to_string()
-        },
+        super::output::size_text(f.hit.size, human),
         local_time(f.hit.mtime_ns),
         safe(&path),
         id

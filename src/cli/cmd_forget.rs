@@ -69,10 +69,8 @@ pub struct Args {
     group_by: GroupBy,
     #[command(flatten)]
     filter: FilterArgs,
-    /// Allow removing every snapshot of a group: without --keep-* options,
-    /// remove all the snapshots the filter (--host, --tag, --path) selects;
-    /// with them, do not refuse a policy that keeps none of a group (as
-    /// restic's flag).
+    /// Without --keep-* options, remove every snapshot the filters
+    /// (--host, --tag, --path; at least one) select, as restic's flag.
     #[arg(long)]
     unsafe_allow_remove_all: bool,
     /// Show what would be removed; remove nothing.

@@ -118,12 +118,8 @@ enum Style {
 }
 
 fn print_node(style: Style, p: &str, n: &Node) {
-    let (json, long) = (
-        matches!(style, Style::Json),
-        matches!(style, Style::Long { .. }),
-    );
-    if json {
-        print_json(&NodeLine {
+    match style {
+        Style::Json => print_json(&NodeLine {
             message_type: "node",
             path: p,
             name: n.name_lossy(),
@@ -137,14 +133,9 @@ fn print_node(style: Style, p: &str, n: &Node) {
             mtime_ns: n.mtime_ns,
             links: n.links,
             link_target: link_target(n),
-        });
-    } else if long {
-        println!(
-            "{}",
-            long_line(p, n, matches!(style, Style::Long { human: true }))
-        );
-    } else {
-        println!("{}", safe(p));
+        }),
+        Style::Long { human } => println!("{}", long_line(p, n, human)),
+        Style::Path => println!("{}", safe(p)),
     }
 }
 
@@ -176,11 +167,7 @@ fn long_line(p: &str, n: &Node, human: bool) -> String {
         mode_string(n.mode),
         user,
         group,
-        if human {
-            super::cmd_stats::human_bytes(n.size)
-        } else {
-            n.size.to_string()
-        },
+        super::output::size_text(n.size, human),
         t,
         safe(p),
         target

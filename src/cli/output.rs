@@ -96,6 +96,16 @@ pub fn warn_vanished(ids: &[String]) -> i32 {
     i32::from(!ids.is_empty())
 }
 
+/// A size as `ls -l` and `find` print it: bytes, or with `human` (their
+/// `--human-readable`) KiB, MiB, GiB as restic prints them.
+pub fn size_text(n: u64, human: bool) -> String {
+    if human {
+        super::cmd_stats::human_bytes(n)
+    } else {
+        n.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

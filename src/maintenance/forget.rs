@@ -50,7 +50,7 @@ pub struct ForgetOptions {
     /// Now, for `--keep-within*`: snapshots after it are in the future.
     pub now: Timestamp,
     /// restic's `--unsafe-allow-remove-all`: an empty policy removes every
-    /// snapshot the filter selects, and a policy may keep none of a group.
+    /// snapshot the filter selects (refused without a filter).
     pub remove_all: bool,
 }
 
@@ -165,6 +165,13 @@ fn by_policy(
     opts: &ForgetOptions,
     report: &mut ForgetReport,
 ) -> Result<Vec<Doomed>> {
+    if opts.remove_all && opts.policy.is_empty() && opts.filter.is_empty() {
+        return Err(Error::Usage(
+            "--unsafe-allow-remove-all removes every snapshot the filters select: give \
+             --host, --tag or --path (it is refused without one, as restic does)"
+                .into(),
+        ));
+    }
     let (list, unreadable) = snapshot::list(repo, &opts.filter)?;
     report.problems.extend(unreadable.iter().map(|e| {
         format!("{e} (an unreadable snapshot is never removed by a policy; name it to remove it)")

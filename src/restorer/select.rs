@@ -124,6 +124,11 @@ impl XattrSelector {
 fn xattr_globset(pats: &[String], flag: &str) -> Result<GlobSet> {
     let mut b = GlobSetBuilder::new();
     for p in pats {
+        if p.is_empty() {
+            return Err(Error::Usage(format!(
+                "{flag} '': an empty pattern matches no attribute name"
+            )));
+        }
         let g = GlobBuilder::new(p)
             .literal_separator(false)
             .build()
@@ -274,6 +279,8 @@ mod tests {
             msg.contains("--exclude-xattr") && msg.contains("{x"),
             "{msg}"
         );
+        let empty = XattrSelector::new(&v(&[""]), &[]).unwrap_err();
+        assert!(empty.to_string().contains("empty pattern"), "{empty}");
     }
 
     #[test]

@@ -65,11 +65,10 @@ impl GroupPlan {
 }
 
 /// Groups `snapshots` by `by` and applies `policy` to each group, as
-/// `forget` does without explicit snapshot ids. Unless `remove_all` (restic's
-/// `--unsafe-allow-remove-all`), refuses (as restic does) an empty policy,
-/// and a policy that would remove every snapshot of a group (possible with
-/// `--keep-tag` alone). With `remove_all`, an empty policy removes every
-/// snapshot given.
+/// `forget` does without explicit snapshot ids. Refuses (as restic does) an
+/// empty policy unless `remove_all` (restic's `--unsafe-allow-remove-all`:
+/// then it removes every snapshot given), and always a policy that would
+/// remove every snapshot of a group (possible with `--keep-tag` alone).
 pub fn plan(
     policy: &Policy,
     by: GroupBy,
@@ -88,10 +87,10 @@ pub fn plan(
     let mut plans = Vec::new();
     for g in group(snapshots, by) {
         let decisions = apply(policy, &g.snapshots, tz, now);
-        if !remove_all && !decisions.iter().any(|d| d.keep) {
+        if !policy.is_empty() && !decisions.iter().any(|d| d.keep) {
             return Err(Error::Usage(format!(
                 "refusing to delete last snapshot of snapshot group \"{}\": the policy ({policy}) \
-                 keeps none of its {} snapshots (--unsafe-allow-remove-all allows it)",
+                 keeps none of its {} snapshots",
                 g.key,
                 g.snapshots.len()
             )));

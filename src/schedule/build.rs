@@ -242,11 +242,7 @@ impl<'a> Builder<'a> {
             ignore_inode: val(&r.ignore_inode).unwrap_or(false),
             ignore_ctime: val(&r.ignore_ctime).unwrap_or(false),
             read_concurrency: self.conv(&r.read_concurrency, |n| {
-                let max = crate::archiver::MAX_READ_CONCURRENCY;
-                match usize::try_from(*n) {
-                    Ok(c) if (1..=max).contains(&c) => Ok(c),
-                    _ => Err(format!("read-concurrency = {n}: expected 1 to {max}")),
-                }
+                crate::archiver::read_concurrency(*n).map_err(|e| format!("read-concurrency = {n}: {e}"))
             }),
             stdin_from_command: self
                 .conv(&r.stdin_from_command, |v| {

@@ -493,7 +493,8 @@ inherit = "base"
     ] {
         let e = err(&format!("{plain}{line}\n"));
         assert!(
-            e.contains("larder.toml:4:") && e.contains(&format!("{line}: expected 1 to 64")),
+            e.contains("larder.toml:4:")
+                && e.contains(&format!("{line}: expected a number of files from 1 to 64")),
             "{line}: {e}"
         );
     }

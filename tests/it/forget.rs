@@ -424,9 +424,9 @@ fn policies_that_keep_nothing_are_refused() {
 }
 
 /// `--unsafe-allow-remove-all` (restic's flag): without a policy it removes
-/// every snapshot the filter selects and no other; with a `--keep-tag`
-/// policy that keeps none of a group, that group goes, and a group the
-/// policy keeps some of keeps them. `--dry-run` still removes nothing.
+/// every snapshot the filter selects and no other; without a filter it is
+/// refused, and it does not lift the refusal of a `--keep-tag` policy that
+/// keeps none of a group (as restic). `--dry-run` still removes nothing.
 #[test]
 fn unsafe_allow_remove_all_removes_what_the_filter_selects() {
     let e = Env::new();
@@ -466,22 +466,28 @@ fn unsafe_allow_remove_all_removes_what_the_filter_selects() {
     assert_eq!(removed, tagged.iter().cloned().collect(), "{out}");
     assert_eq!(e.objects(), kept.iter().cloned().collect());
 
-    // A --keep-tag nothing has empties the group only with the flag; a
-    // group it keeps some of is applied as usual.
-    e.backup_at("h", &scratch, "2023-05-04 13:00:00", &["tmp"]);
-    let keep = e.backup_at("h", &scratch, "2023-05-05 13:00:00", &["tmp", "keep"]);
+    // Refused: no filter; a policy that keeps none of a group, flag or not.
     let before = e.objects();
-    let (code, _, err) = e.run(&["forget", "--keep-tag", "absent"]);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("--unsafe-allow-remove-all allows it"), "{err}");
-    assert_eq!(e.objects(), before);
-    e.ok(
-        &["forget", "--keep-tag", "keep", "--unsafe-allow-remove-all"],
-        0,
-    );
-    let mut want: BTreeSet<String> = BTreeSet::new();
-    want.insert(keep);
-    assert_eq!(e.objects(), want, "work's group holds no keep tag: it went");
+    for args in [
+        &["forget", "--unsafe-allow-remove-all"][..],
+        &["forget", "--unsafe-allow-remove-all", "-n"],
+        &[
+            "forget",
+            "--keep-tag",
+            "absent",
+            "--unsafe-allow-remove-all",
+        ],
+    ] {
+        let (code, out, err) = e.run(args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        let says = if args.contains(&"--keep-tag") {
+            "refusing to delete last snapshot of snapshot group"
+        } else {
+            "give --host, --tag or --path"
+        };
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(e.objects(), before, "{args:?} removed something");
+    }
 }
 
 /// A group of a `--json` report: host, paths, tags, kept and removed counts.

@@ -70,6 +70,12 @@ fn ls_lists_a_paths_entries_unless_recursive_and_sorts_the_listing() {
         ls(&[&id, &format!("{src}/sub")]),
         ["sub", "sub/d.txt", "sub/deep"]
     );
+    // A file named: its own line only (as restic lists it).
+    assert_eq!(ls(&[&id, &format!("{src}/sub/d.txt")]), ["sub/d.txt"]);
+    assert_eq!(
+        ls(&[&id, &format!("{src}/sub/d.txt"), "--recursive"]),
+        ["sub/d.txt"]
+    );
     // With --recursive: the path, then everything below it, the
     // grandchildren too.
     assert_eq!(
