@@ -27,6 +27,46 @@ pub trait Progress: Sync {
     fn wants_totals(&self) -> bool {
         false
     }
+    /// Whether anything shows what became of each entry (`-vv`): only then
+    /// are [`Progress::entry`] calls made (their paths cost allocations).
+    fn wants_entries(&self) -> bool {
+        false
+    }
+    /// What became of one file or directory (see [`Entry`]).
+    fn entry(&self, _e: &Entry<'_>) {}
+}
+
+/// One entry's outcome, as restic's `-vv` prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry<'a> {
+    pub path: &'a Path,
+    pub dir: bool,
+    pub action: Action,
+    /// A file's size in bytes (0 for a directory).
+    pub size: u64,
+}
+
+/// What an operation did with an entry (restic's words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Backup: not in the parent snapshot.
+    New,
+    /// Backup: in the parent, changed.
+    Modified,
+    /// Backup: as in the parent (a file not read again, a directory whose
+    /// tree is the parent's).
+    Unchanged,
+}
+
+impl Action {
+    /// restic's word for it (`verbose_status`'s `action`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Action::New => "new",
+            Action::Modified => "modified",
+            Action::Unchanged => "unchanged",
+        }
+    }
 }
 
 /// No progress output.

@@ -11,6 +11,7 @@
 use super::file::ReadOutcome;
 use super::walk::Archiver;
 use crate::error::{Error, Result};
+use crate::progress::Action;
 use crate::tree::{Node, NodeKind, Tree};
 use crossbeam_channel::Receiver;
 use std::collections::VecDeque;
@@ -43,6 +44,8 @@ pub(super) enum Event {
 
 /// A file handed to a reading worker.
 pub(super) struct PendingFile {
+    /// Its path, when the progress shows each entry (`-vv`).
+    pub(super) path: Option<std::path::PathBuf>,
     /// Its node from its metadata (size, times, attributes).
     pub(super) node: Node,
     /// Whether the parent snapshot has it (changed, not new).
@@ -55,6 +58,8 @@ pub(super) struct PendingFile {
 /// A directory's node without its subtree, and the parent snapshot's node
 /// and tree of it.
 pub(super) struct DirPrep {
+    /// Its path, when the progress shows each entry (`-vv`).
+    pub(super) path: Option<std::path::PathBuf>,
     pub(super) node: Node,
     pub(super) old: Option<super::parent::OldNode>,
     pub(super) old_tree: Option<Arc<Tree>>,
@@ -182,10 +187,15 @@ impl Archiver<'_, '_> {
         }
         self.summary.total_bytes += node.size;
         self.progress.file_done();
-        if p.had_parent {
+        let action = if p.had_parent {
             self.summary.files_changed += 1;
+            Action::Modified
         } else {
             self.summary.files_new += 1;
+            Action::New
+        };
+        if let Some(path) = &p.path {
+            self.tell(path, false, action, node.size);
         }
         Some(node)
     }
@@ -194,6 +204,7 @@ impl Archiver<'_, '_> {
     /// when the entries are identical and the blob is still in the index.
     fn dir_finish(&mut self, prep: DirPrep, children: Vec<Node>) -> Result<Node> {
         let DirPrep {
+            path,
             mut node,
             old,
             old_tree,
@@ -211,14 +222,22 @@ impl Archiver<'_, '_> {
             self.trees.note(sub);
             self.summary.dirs_unmodified += 1;
             self.last_tree = Some(tree);
+            if let Some(path) = &path {
+                self.tell(path, true, Action::Unchanged, 0);
+            }
             return Ok(node);
         }
         node.subtree = Some(self.store_tree(&tree)?);
         self.last_tree = Some(tree);
-        if old.is_some() {
+        let action = if old.is_some() {
             self.summary.dirs_changed += 1;
+            Action::Modified
         } else {
             self.summary.dirs_new += 1;
+            Action::New
+        };
+        if let Some(path) = &path {
+            self.tell(path, true, action, 0);
         }
         Ok(node)
     }

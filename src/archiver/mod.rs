@@ -109,6 +109,16 @@ pub struct BackupOptions {
 /// The most files a backup reads at once (`--read-concurrency`).
 pub const MAX_READ_CONCURRENCY: usize = 64;
 
+/// Checks a `--read-concurrency` (or profile `read-concurrency`) value.
+pub fn read_concurrency(n: i64) -> std::result::Result<usize, String> {
+    match usize::try_from(n) {
+        Ok(c) if (1..=MAX_READ_CONCURRENCY).contains(&c) => Ok(c),
+        _ => Err(format!(
+            "expected a number of files from 1 to {MAX_READ_CONCURRENCY}"
+        )),
+    }
+}
+
 pub use readers::THREAD_NAME as READ_THREAD_NAME;
 
 impl BackupOptions {
@@ -404,9 +414,9 @@ fn walk_with_readers<'r>(
 ) -> (Result<Id>, Summary, Vec<String>, Vec<String>, NewTrees) {
     let failed = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let workers = readers::worker_count(opts.read_concurrency);
-        let jobs = match readers::spawn(s, workers, sink, chunker, progress, &failed) {
-            Ok(jobs) => jobs,
+        let asked = readers::worker_count(opts.read_concurrency);
+        let (jobs, workers) = match readers::spawn(s, asked, sink, chunker, progress, &failed) {
+            Ok(started) => started,
             Err(e) => {
                 let e = Error::Internal(format!("cannot start the reading threads: {e}"));
                 return (

@@ -6,7 +6,7 @@
 //! `LARDER_PROGRESS_INTERVAL_MS` sets the interval; 0 prints a status
 //! line after every file (for tests).
 
-use crate::progress::Progress;
+use crate::progress::{Entry, Progress};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -60,7 +60,19 @@ struct State {
 pub struct TermProgress {
     state: Arc<State>,
     per_file: bool,
+    /// Print each entry's outcome (`-vv`).
+    entries: bool,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// restic's `verbose_status` message (`-vv --json`): what became of one
+/// entry.
+#[derive(Serialize)]
+struct VerboseStatus {
+    message_type: &'static str,
+    action: &'static str,
+    item: String,
+    data_size: u64,
 }
 
 /// restic's `status` message.
@@ -129,6 +141,7 @@ impl State {
     }
 
     fn draw(&self) {
+        let _g = self.print.lock();
         let s = self.status();
         let mib = |b: u64| b as f64 / 1048576.0;
         let rate = mib(s.bytes_done) / s.seconds_elapsed.max(0.001);
@@ -227,8 +240,17 @@ impl TermProgress {
         TermProgress {
             state,
             per_file,
+            entries: false,
             thread: Mutex::new(thread),
         }
+    }
+
+    /// Also prints what became of each file and directory (`-vv`): a line
+    /// on stdout (`new       PATH`), or restic's `verbose_status` object
+    /// with --json.
+    pub fn with_entries(mut self, on: bool) -> Self {
+        self.entries = on;
+        self
     }
 
     /// Stops the display; in JSON mode prints the last status line, whose
@@ -269,6 +291,32 @@ impl Progress for TermProgress {
     }
     fn wants_totals(&self) -> bool {
         self.state.mode != Mode::Off
+    }
+    fn wants_entries(&self) -> bool {
+        self.entries
+    }
+    fn entry(&self, e: &Entry<'_>) {
+        let path = e.path.to_string_lossy();
+        let slash = if e.dir && !path.ends_with('/') {
+            "/"
+        } else {
+            ""
+        };
+        let item = format!("{path}{slash}");
+        let _g = self.state.print.lock();
+        if self.state.mode == Mode::Json {
+            super::output::print_json(&VerboseStatus {
+                message_type: "verbose_status",
+                action: e.action.word(),
+                item,
+                data_size: e.size,
+            });
+            return;
+        }
+        if self.state.mode == Mode::Terminal {
+            eprint!("\r\x1b[K");
+        }
+        println!("{:<10} {}", e.action.word(), super::output::safe(&item));
     }
     fn totals(&self, files: u64, bytes: u64, complete: bool) {
         self.state.total_files.store(files, Ordering::Relaxed);

@@ -451,3 +451,86 @@ fn prune_and_copy_progress_only_on_a_terminal_without_q() {
     let out = on_tty(&format!("copy --from-repo '{f}'"));
     assert!(out.contains(clear) && out.contains("1 skipped"), "{out:?}");
 }
+
+/// `backup -vv` (restic's verbosity) tells what became of each file and
+/// directory below the backed-up path: a first run finds all new; after a
+/// change, the changed file and the directories above it are modified, an
+/// added file new, the rest unchanged. With `--json` the same as restic's
+/// `verbose_status` objects; without `-vv`, none of it.
+#[test]
+fn backup_vv_tells_each_entrys_outcome() {
+    let (_base, repo, cache, src) = initialized_with_tree(14);
+    let s = path_str(&src).to_string();
+    let entries = |out: &str| -> std::collections::BTreeSet<(String, String)> {
+        out.lines()
+            .filter_map(|l| {
+                let (action, path) = l.split_once(' ')?;
+                ["new", "modified", "unchanged"]
+                    .contains(&action)
+                    .then(|| (action.to_string(), path.trim_start().to_string()))
+            })
+            .collect()
+    };
+    let dirs: Vec<String> = (0..7).map(|d| format!("{s}/d{d}/")).collect();
+    let files: Vec<String> = (0..14).map(|i| format!("{s}/d{}/f{i}", i % 7)).collect();
+    let all = |action: &str| -> Vec<(String, String)> {
+        files
+            .iter()
+            .chain(&dirs)
+            .chain([&format!("{s}/")])
+            .map(|p| (action.to_string(), p.clone()))
+            .collect()
+    };
+    let (out, _) = cli(&repo, &cache, &["backup", "-vv", &s], 0);
+    assert_eq!(entries(&out), all("new").into_iter().collect(), "{out}");
+
+    fs::write(src.join("d0/f0"), b"changed").unwrap();
+    fs::write(src.join("d1/added"), b"added").unwrap();
+    let (out, _) = cli(&repo, &cache, &["backup", "-vv", &s], 0);
+    let mut want: std::collections::BTreeSet<_> = all("unchanged")
+        .into_iter()
+        .filter(|(_, p)| ![&files[0], &dirs[0], &dirs[1]].contains(&p) && *p != format!("{s}/"))
+        .collect();
+    for p in [&files[0], &dirs[0], &dirs[1], &format!("{s}/")] {
+        want.insert(("modified".to_string(), p.to_string()));
+    }
+    want.insert(("new".to_string(), format!("{s}/d1/added")));
+    assert_eq!(entries(&out), want, "{out}");
+
+    // --json: verbose_status objects, the same outcomes, sizes of files.
+    fs::write(src.join("d2/f2"), b"changed again").unwrap();
+    let lines = json_run(&repo, &cache, &["backup", "-vv", &s]);
+    let verbose: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["message_type"] == "verbose_status")
+        .collect();
+    assert_eq!(verbose.len(), files.len() + 1 + dirs.len() + 1, "{lines:?}");
+    let f2 = verbose
+        .iter()
+        .find(|v| v["item"] == format!("{s}/d2/f2").as_str())
+        .unwrap();
+    assert_eq!(f2["action"], "modified");
+    assert_eq!(f2["data_size"], 13);
+    let d3 = verbose
+        .iter()
+        .find(|v| v["item"] == format!("{s}/d3/").as_str())
+        .unwrap();
+    assert_eq!(
+        (d3["action"].as_str(), d3["data_size"].as_u64()),
+        (Some("unchanged"), Some(0))
+    );
+
+    // Without -vv (and with -v alone), no entry lines.
+    for args in [&["backup", &s][..], &["backup", "-v", &s]] {
+        let (out, _) = cli(&repo, &cache, args, 0);
+        assert!(entries(&out).is_empty(), "{args:?}: {out}");
+    }
+    let lines = json_run(&repo, &cache, &["backup", &s]);
+    assert!(lines.iter().all(|l| l["message_type"] != "verbose_status"));
+    // -v and -q do not go together.
+    let (_, err) = cli(&repo, &cache, &["backup", "-vv", "-q", &s], 1);
+    assert!(
+        err.contains("--quiet") || err.contains("--verbose"),
+        "{err}"
+    );
+}
