@@ -54,8 +54,15 @@ pub enum Action {
     /// Backup: in the parent, changed.
     Modified,
     /// Backup: as in the parent (a file not read again, a directory whose
-    /// tree is the parent's).
+    /// tree is the parent's). Restore: an entry of the target left as it
+    /// was (the overwrite policy kept it, or a directory already there).
     Unchanged,
+    /// Restore: written where nothing was.
+    Restored,
+    /// Restore: written over what was there.
+    Updated,
+    /// Restore: removed from the target (`--delete`).
+    Deleted,
 }
 
 impl Action {
@@ -65,6 +72,9 @@ impl Action {
             Action::New => "new",
             Action::Modified => "modified",
             Action::Unchanged => "unchanged",
+            Action::Restored => "restored",
+            Action::Updated => "updated",
+            Action::Deleted => "deleted",
         }
     }
 }

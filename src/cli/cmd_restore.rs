@@ -147,7 +147,8 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         include_xattr: a.include_xattr,
         exclude_xattr: a.exclude_xattr,
     };
-    let progress = TermProgress::start(Mode::pick(g.json, g.quiet), true);
+    let progress =
+        TermProgress::start(Mode::pick(g.json, g.quiet), true).with_entries(g.verbose >= 2);
     let rep = restorer::restore_with_progress(&repo, &snap, sub, &opts, &progress);
     progress.finish();
     let rep = rep?;

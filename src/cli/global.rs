@@ -99,8 +99,9 @@ pub struct Global {
     /// Print only errors and warnings.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// More output, as restic's flag: `-vv` prints what `backup` did with
-    /// each file and directory (new, modified, unchanged), one a line
+    /// More output, as restic's flag: `-vv` prints what `backup` (new,
+    /// modified, unchanged) or `restore` (restored, updated, unchanged,
+    /// deleted) did with each file and directory, one a line
     /// (`verbose_status` objects with --json).
     #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,

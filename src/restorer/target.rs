@@ -32,6 +32,8 @@ pub(super) struct FileJob {
     /// The directory the file goes in, opened once.
     pub(super) dir: Arc<File>,
     pub(super) dir_state: DirState,
+    /// Something was at `dest` before (it is replaced).
+    pub(super) existed: bool,
     /// Keeps `dest` valid.
     pub(super) _anchor: Anchor,
 }

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::BlobLocation;
 use crate::localfs::{self, Anchor};
-use crate::progress::Progress;
+use crate::progress::{Action, Entry, Progress};
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, is_safe_name};
 use std::collections::{HashMap, VecDeque};
@@ -294,10 +294,16 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             }
             match dirfd {
                 Some(fd) => match target::remove_entry(fd, &name) {
-                    Ok(()) => self.report.deleted.push(shown),
+                    Ok(()) => {
+                        self.tell(&shown, false, Action::Deleted, 0);
+                        self.report.deleted.push(shown);
+                    }
                     Err(e) => self.error(&shown, format!("cannot delete: {e}")),
                 },
-                None => self.report.deleted.push(shown),
+                None => {
+                    self.tell(&shown, false, Action::Deleted, 0);
+                    self.report.deleted.push(shown);
+                }
             }
         }
     }
@@ -376,6 +382,13 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         }
         if included {
             self.report.dirs += 1;
+            let made = created.is_some() || self.opts.dry_run;
+            let action = if made {
+                Action::Restored
+            } else {
+                Action::Unchanged
+            };
+            self.tell(&shown, true, action, 0);
             if !self.opts.dry_run {
                 self.dirs.push(DirMeta {
                     path,
@@ -392,24 +405,36 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         Ok(())
     }
 
-    /// Decides about an existing entry; returns false to skip the node.
-    fn clear_existing(&mut self, dest: &Path, shown: &str, n: &Node) -> std::io::Result<bool> {
+    /// Tells the progress what became of `shown`, if it shows that.
+    fn tell(&self, shown: &str, dir: bool, action: Action, size: u64) {
+        if self.progress.wants_entries() {
+            self.progress.entry(&Entry {
+                path: Path::new(shown),
+                dir,
+                action,
+                size,
+            });
+        }
+    }
+
+    /// Decides about an existing entry (see [`Existing`]).
+    fn clear_existing(&mut self, dest: &Path, shown: &str, n: &Node) -> std::io::Result<Existing> {
         let md = match fs::symlink_metadata(dest) {
             Ok(m) => m,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Existing::Absent),
             Err(e) => return Err(e),
         };
         let ft = md.file_type();
         if ft.is_symlink() {
             // Replaced, never followed.
             fs::remove_file(dest)?;
-            return Ok(true);
+            return Ok(Existing::Replaced);
         }
         if ft.is_dir() {
             self.report
                 .skipped
                 .push(format!("{shown}: a directory is in the way"));
-            return Ok(false);
+            return Ok(Existing::Kept);
         }
         let mtime = md.mtime() as i128 * 1_000_000_000 + md.mtime_nsec() as i128;
         let same = ft.is_file()
@@ -427,12 +452,13 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 "{shown}: already exists{}",
                 if same { " (unchanged)" } else { "" }
             ));
-            return Ok(false);
+            self.tell(shown, false, Action::Unchanged, n.size);
+            return Ok(Existing::Kept);
         }
         if !ft.is_file() {
             fs::remove_file(dest)?;
         }
-        Ok(true)
+        Ok(Existing::Replaced)
     }
 
     /// Restores one non-directory node at `path` in directory `dir`.
@@ -457,22 +483,35 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 self.progress.bytes(n.size);
                 self.progress.file_done();
             }
+            self.tell(shown, false, Action::Restored, n.size);
             return Ok(());
         }
-        if dir.fresh.is_none()
-            && !self
+        let existed = match dir.fresh {
+            Some(_) => false,
+            None => match self
                 .clear_existing(path, shown, &n)
                 .map_err(|e| Error::io(path, e))?
-        {
-            return Ok(());
-        }
+            {
+                Existing::Kept => return Ok(()),
+                Existing::Absent => false,
+                Existing::Replaced => true,
+            },
+        };
+        let action = if existed {
+            Action::Updated
+        } else {
+            Action::Restored
+        };
         if n.kind == NodeKind::File && n.links > 1 && self.link_to_earlier(path, &anchor, shown, &n)
         {
+            self.tell(shown, false, action, n.size);
             return Ok(());
         }
         if n.kind != NodeKind::File {
             target::create_special(path, &n)?;
-            return self.dest.apply_meta(path, &n);
+            self.dest.apply_meta(path, &n)?;
+            self.tell(shown, false, action, 0);
+            return Ok(());
         }
         let fd = dir.fd.clone().ok_or_else(|| {
             Error::internal(format!(
@@ -484,7 +523,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             fresh: dir.fresh.is_some(),
             owned: dir.fresh == Some(self.dest.egid),
         };
-        self.queue_file(path, anchor, shown, n, fd, dir_state)
+        self.queue_file(path, anchor, shown, n, fd, (dir_state, existed))
     }
 
     /// For a file with several links: if an earlier path of the same inode
@@ -515,7 +554,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         shown: &str,
         n: Node,
         dir: Arc<File>,
-        dir_state: DirState,
+        (dir_state, existed): (DirState, bool),
     ) -> Result<()> {
         self.tmp_counter += 1;
         let tmp =
@@ -528,6 +567,7 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             shown: shown.to_string(),
             dir,
             dir_state,
+            existed,
             _anchor: anchor,
         });
         if self.batch.len() >= self.batch_files || self.batch_bytes >= BATCH_BYTES {
@@ -595,4 +635,14 @@ pub(super) fn batch_files(allowed: u64) -> usize {
     usize::try_from(per_batch)
         .unwrap_or(BATCH_FILES)
         .clamp(MIN_BATCH_FILES, BATCH_FILES)
+}
+
+/// What a restore found where an entry goes, and did about it.
+enum Existing {
+    /// Nothing: the entry is written.
+    Absent,
+    /// Something the overwrite policy lets go: the entry replaces it.
+    Replaced,
+    /// Something kept: the entry is skipped.
+    Kept,
 }

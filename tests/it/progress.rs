@@ -534,3 +534,100 @@ fn backup_vv_tells_each_entrys_outcome() {
         "{err}"
     );
 }
+
+/// `restore -vv` (restic 0.17's verbosity) tells what became of each
+/// entry below the restored path: `restored` into an empty target;
+/// `unchanged` where the overwrite policy keeps what is there; `updated`
+/// for a file written over; `deleted` for what `--delete` removes. With
+/// `--json`, restic's `verbose_status` objects.
+#[test]
+fn restore_vv_tells_each_entrys_outcome() {
+    let (base, repo, cache, src) = initialized_with_tree(14);
+    let s = path_str(&src).to_string();
+    cli(&repo, &cache, &["backup", "-q", &s], 0);
+    let target = base.path().join("target");
+    let t = path_str(&target).to_string();
+    // (action, path) below src, in the snapshot's terms.
+    let entries = |out: &str| -> std::collections::BTreeSet<(String, String)> {
+        out.lines()
+            .filter_map(|l| {
+                let (action, path) = l.split_once(' ')?;
+                let path = path.trim_start();
+                (["restored", "updated", "unchanged", "deleted"].contains(&action)
+                    && path.starts_with(&format!("{s}/"))
+                    && path != format!("{s}/"))
+                .then(|| (action.to_string(), path.to_string()))
+            })
+            .collect()
+    };
+    let dirs: Vec<String> = (0..7).map(|d| format!("{s}/d{d}/")).collect();
+    let files: Vec<String> = (0..14).map(|i| format!("{s}/d{}/f{i}", i % 7)).collect();
+    let all = |action: &str| -> std::collections::BTreeSet<(String, String)> {
+        files
+            .iter()
+            .chain(&dirs)
+            .map(|p| (action.to_string(), p.clone()))
+            .collect()
+    };
+    let (out, _) = cli(
+        &repo,
+        &cache,
+        &["restore", "-vv", "latest", "--target", &t],
+        0,
+    );
+    assert_eq!(entries(&out), all("restored"), "{out}");
+    assert!(out.contains(&format!("restored   {s}/\n")), "{out}");
+
+    let (out, _) = cli(
+        &repo,
+        &cache,
+        &["restore", "-vv", "latest", "--target", &t],
+        0,
+    );
+    assert_eq!(entries(&out), all("unchanged"), "{out}");
+
+    let inside = |p: &str| target.join(p.trim_start_matches('/'));
+    fs::write(inside(&files[3]), b"edited in the target").unwrap();
+    fs::write(inside(&format!("{s}/d4/extra")), b"not in the snapshot").unwrap();
+    let (out, _) = cli(
+        &repo,
+        &cache,
+        &[
+            "restore",
+            "-vv",
+            "latest",
+            "--target",
+            &t,
+            "--overwrite",
+            "if-changed",
+            "--delete",
+        ],
+        0,
+    );
+    let mut want = all("unchanged");
+    want.remove(&("unchanged".to_string(), files[3].clone()));
+    want.insert(("updated".to_string(), files[3].clone()));
+    want.insert(("deleted".to_string(), format!("{s}/d4/extra")));
+    assert_eq!(entries(&out), want, "{out}");
+    assert_eq!(
+        fs::read(inside(&files[3])).unwrap(),
+        fs::read(&files[3]).unwrap()
+    );
+
+    // --json into a fresh target: verbose_status objects, files' sizes.
+    let fresh = base.path().join("fresh");
+    let lines = json_run(
+        &repo,
+        &cache,
+        &["restore", "-vv", "latest", "--target", path_str(&fresh)],
+    );
+    let f5 = lines
+        .iter()
+        .find(|l| l["message_type"] == "verbose_status" && l["item"] == files[5].as_str())
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(f5["action"], "restored");
+    assert_eq!(f5["data_size"], fs::metadata(&files[5]).unwrap().len());
+    // Without -vv, none.
+    let (out, _) = cli(&repo, &cache, &["restore", "latest", "--target", &t], 0);
+    assert!(entries(&out).is_empty(), "{out}");
+}
