@@ -98,6 +98,7 @@ pub fn remote_options(storage: &Storage) -> Result<RemoteOptions> {
     }
     opts.limit_upload = storage.limit_upload;
     opts.limit_download = storage.limit_download;
+    opts.tls = crate::backend::http::tls_config(&storage.cacert, storage.insecure_tls)?;
     Ok(opts)
 }
 

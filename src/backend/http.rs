@@ -34,6 +34,50 @@ pub struct RemoteOptions {
     /// Where packs wait for their upload (the cache directory, which
     /// backups skip; by default the system's temporary directory).
     pub stage_dir: std::path::PathBuf,
+    /// The TLS settings of `--cacert` and `--insecure-tls` ([`tls_config`]);
+    /// `None`: Mozilla's root certificates, verified.
+    pub tls: Option<ureq::tls::TlsConfig>,
+}
+
+/// The TLS settings for `https` servers: `cacert`, PEM files whose
+/// certificates are then the only roots trusted (restic's `--cacert`: for
+/// a server with a certificate of its own making); `insecure`, no check of
+/// the server's certificate at all (restic's `--insecure-tls`). `None`
+/// when neither is asked for. Errors name the file.
+pub fn tls_config(
+    cacert: &[std::path::PathBuf],
+    insecure: bool,
+) -> Result<Option<ureq::tls::TlsConfig>> {
+    use ureq::tls::{PemItem, RootCerts, TlsConfig};
+    if cacert.is_empty() && !insecure {
+        return Ok(None);
+    }
+    let mut roots = Vec::new();
+    for file in cacert {
+        let bad = |why: String| Error::Usage(format!("--cacert {}: {why}", file.display()));
+        let meta = std::fs::metadata(file).map_err(|e| Error::io(file, e))?;
+        // A bundle of every public root is about 200 KiB.
+        if meta.len() > 16 << 20 {
+            return Err(bad("larger than 16 MiB: not a certificate file".into()));
+        }
+        let pem = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+        let before = roots.len();
+        for item in ureq::tls::parse_pem(&pem) {
+            if let PemItem::Certificate(c) = item.map_err(|e| bad(format!("not PEM: {e}")))? {
+                roots.push(c);
+            }
+        }
+        if roots.len() == before {
+            return Err(bad(
+                "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+            ));
+        }
+    }
+    let mut b = TlsConfig::builder().disable_verification(insecure);
+    if !roots.is_empty() {
+        b = b.root_certs(RootCerts::Specific(std::sync::Arc::new(roots)));
+    }
+    Ok(Some(b.build()))
 }
 
 impl RemoteOptions {
@@ -61,6 +105,7 @@ impl RemoteOptions {
             retry: RetryPolicy::from_env()?,
             timeout,
             stage_dir: std::env::temp_dir(),
+            tls: None,
         })
     }
 }
@@ -145,7 +190,11 @@ pub type Response = ureq::http::Response<ureq::Body>;
 impl Http {
     pub fn new(location: String, opts: &RemoteOptions) -> Http {
         let t = Some(opts.timeout);
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let mut config = ureq::Agent::config_builder();
+        if let Some(tls) = &opts.tls {
+            config = config.tls_config(tls.clone());
+        }
+        let agent: ureq::Agent = config
             .http_status_as_error(false)
             .timeout_connect(t)
             .timeout_send_request(t)

@@ -2,7 +2,7 @@
 //! backend, the cache directory, and the credential (passphrase from the
 //! environment, a file, a command or a prompt; or an age identity).
 
-use crate::backend::{self, Backend, Location, RemoteOptions};
+use crate::backend::{self, Backend, Location};
 use crate::error::{Error, Result};
 use crate::keys::{
     Credential, DEFAULT_WORK_FACTOR, INSECURE_TEST_KDF_VAR, NewKey, check_new_work_factor,
@@ -29,6 +29,23 @@ pub struct Global {
     /// here or by a profile's `connections`).
     #[arg(long, env = "LARDER_CONNECTIONS", global = true, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub connections: Option<u16>,
+    /// Check an `https` repository's certificate against the root
+    /// certificates in this PEM file (repeatable) instead of the usual
+    /// ones, as restic's flag: for a server with a certificate of its own
+    /// making.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "LARDER_CACERT",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub cacert: Vec<PathBuf>,
+    /// Do not check an `https` repository's certificate at all (as
+    /// restic's flag): anyone between you and the server can then read and
+    /// answer in its place. Prefer --cacert.
+    #[arg(long, global = true)]
+    pub insecure_tls: bool,
     /// Limit uploads to a remote repository to this many KiB/s.
     #[arg(long, value_name = "KiB/s", env = "LARDER_LIMIT_UPLOAD", global = true)]
     pub limit_upload: Option<u64>,
@@ -119,6 +136,8 @@ impl Global {
             limit_upload: self.limit_upload,
             limit_download: self.limit_download,
             connections: self.connections,
+            cacert: self.cacert.clone(),
+            insecure_tls: self.insecure_tls,
         }
     }
 
@@ -131,12 +150,7 @@ impl Global {
 
     /// The storage backend for the repository location.
     pub fn backend(&self) -> Result<Arc<dyn Backend>> {
-        let mut opts = RemoteOptions::from_env()?;
-        if let Some(c) = self.connections {
-            opts.connections = usize::from(c);
-        }
-        opts.limit_upload = self.limit_upload;
-        opts.limit_download = self.limit_download;
+        let mut opts = crate::repo_steps::remote_options(&self.storage())?;
         // Inside the cache root, whose CACHEDIR.TAG keeps it out of backups.
         opts.stage_dir = self.cache_dir().join("staging");
         Ok(Arc::from(backend::open(&self.repo_path()?, &opts)?))
@@ -174,12 +188,7 @@ impl Global {
         pass: SecretString,
         cache_root: &std::path::Path,
     ) -> Result<Repository> {
-        let mut opts = RemoteOptions::from_env()?;
-        if let Some(c) = self.connections {
-            opts.connections = usize::from(c);
-        }
-        opts.limit_upload = self.limit_upload;
-        opts.limit_download = self.limit_download;
+        let mut opts = crate::repo_steps::remote_options(&self.storage())?;
         opts.stage_dir = self.cache_dir().join("staging");
         let backend: Arc<dyn Backend> = Arc::from(backend::open(location, &opts)?);
         let mut warnings = Vec::new();

@@ -186,9 +186,11 @@ impl<'a> Builder<'a> {
     }
 
     /// `compression`, `pack-size`, `limit-upload`, `limit-download`,
-    /// `connections`: checked as the command line checks its flags.
+    /// `connections`, `cacert`, `insecure-tls`: checked as the command
+    /// line checks its flags.
     fn storage(&mut self, r: &RawProfile) -> Storage {
         use crate::repository::{Compression, PACK_SIZE_MIB_MAX, PACK_SIZE_MIB_MIN};
+        let ctx = self.ctx;
         let limit = |key: &str, n: i64| match u64::try_from(n) {
             Ok(k) if k > 0 => Ok(k),
             _ => Err(format!("{key} = {n}: expected a positive number of KiB/s")),
@@ -211,6 +213,10 @@ impl<'a> Builder<'a> {
                 Ok(c) if (1..=256).contains(&c) => Ok(c),
                 _ => Err(format!("connections = {n}: expected 1 to 256")),
             }),
+            cacert: self
+                .conv(&r.cacert, |v| v.iter().map(|s| file_path(ctx, s)).collect())
+                .unwrap_or_default(),
+            insecure_tls: val(&r.insecure_tls).unwrap_or(false),
         }
     }
 

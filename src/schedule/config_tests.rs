@@ -422,6 +422,8 @@ compression = "Max"
 limit-upload = 2000
 limit-download = 8000
 connections = 8
+cacert = ["/etc/larder/ca.pem"]
+insecure-tls = true
 
 [profile.child]
 inherit = "base"
@@ -433,6 +435,11 @@ compression = "7"
     assert_eq!(s.pack_size, Some(64));
     assert_eq!((s.limit_upload, s.limit_download), (Some(2000), Some(8000)));
     assert_eq!(s.connections, Some(8));
+    assert_eq!(
+        s.cacert,
+        vec![std::path::PathBuf::from("/etc/larder/ca.pem")]
+    );
+    assert!(s.insecure_tls);
     let child = &c.profile("child").unwrap().storage;
     assert_eq!(child.compression.as_deref(), Some("7"));
     assert_eq!(child.pack_size, Some(64), "inherited");

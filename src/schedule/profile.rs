@@ -63,7 +63,8 @@ pub enum Credential {
 
 /// How the profile's runs write to and talk to its repository: the global
 /// flags of the same names (`--compression`, `--pack-size`,
-/// `--limit-upload`, `--limit-download`, `--connections`). A setting the
+/// `--limit-upload`, `--limit-download`, `--connections`, `--cacert`,
+/// `--insecure-tls`). A setting the
 /// command line (or its environment variable) gives wins; unset in both,
 /// the command's default.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -79,6 +80,11 @@ pub struct Storage {
     /// KiB/s.
     pub limit_download: Option<u64>,
     pub connections: Option<u16>,
+    /// PEM files of the root certificates an `https` server is checked
+    /// against (instead of the usual ones).
+    pub cacert: Vec<PathBuf>,
+    /// No check of an `https` server's certificate.
+    pub insecure_tls: bool,
 }
 
 impl Storage {
@@ -93,6 +99,12 @@ impl Storage {
             limit_upload: self.limit_upload.or(base.limit_upload),
             limit_download: self.limit_download.or(base.limit_download),
             connections: self.connections.or(base.connections),
+            cacert: if self.cacert.is_empty() {
+                base.cacert.clone()
+            } else {
+                self.cacert.clone()
+            },
+            insecure_tls: self.insecure_tls || base.insecure_tls,
         }
     }
 }

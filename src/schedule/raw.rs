@@ -78,6 +78,8 @@ raw_profile! {
     limit_upload: i64 => "limit-upload",
     limit_download: i64 => "limit-download",
     connections: i64 => "connections",
+    cacert: Vec<String> => "cacert",
+    insecure_tls: bool => "insecure-tls",
     schedule: String => "schedule",
     keep_last: i64 => "keep-last",
     keep_hourly: i64 => "keep-hourly",

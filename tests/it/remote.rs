@@ -5,7 +5,7 @@
 //! the tests unless `LARDER_ALLOW_SKIP=1`.
 
 use crate::common::{self, PASS};
-use crate::support::{assert_same_tree, rand_bytes, run, write};
+use crate::support::{assert_same_tree, json_lines, path_str, rand_bytes, run, write};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -95,6 +95,112 @@ fn start_rclone(dir: &Path, append_only: bool) -> Option<(Server, u16)> {
         c.arg("--append-only");
     }
     let mut child = c
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port, &mut child);
+    Some((Server { child }, port))
+}
+
+/// A certificate authority of the test's own making (`ca.pem`) and a
+/// server certificate it signed for 127.0.0.1 (`srv.pem`, `srv.key`), in
+/// `dir`, made with `openssl` (`.ci/run` installs it).
+fn test_certificates(dir: &Path) -> Option<()> {
+    if !have("openssl") && skip("openssl is not installed (Debian package openssl)") {
+        return None;
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let ext = dir.join("srv.ext");
+    std::fs::write(
+        &ext,
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    let steps: [Vec<&str>; 3] = [
+        [
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=larder test CA",
+            ],
+        ]
+        .concat(),
+        [
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "srv.key",
+                "-out",
+                "srv.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "srv.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "srv.ext",
+        ],
+    ];
+    for args in steps {
+        let out = Command::new("openssl")
+            .args(&args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Some(())
+}
+
+/// `rclone serve restic` over HTTPS with `srv.pem` and `srv.key` of
+/// `certs` (see [`test_certificates`]).
+fn start_rclone_tls(dir: &Path, certs: &Path) -> Option<(Server, u16)> {
+    if !have("rclone") && skip("rclone is not installed (Debian package rclone)") {
+        return None;
+    }
+    let port = free_port();
+    let mut child = Command::new("rclone")
+        .args(["serve", "restic", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["--user", "larder", "--pass", REST_PASS])
+        .arg("--cert")
+        .arg(certs.join("srv.pem"))
+        .arg("--key")
+        .arg(certs.join("srv.key"))
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -1063,4 +1169,53 @@ fn rclone_remote_full_sequence_and_a_kill() {
     let none = Client::new(&repo, &[("LARDER_RCLONE_PROGRAM", "/nonexistent/rclone")]);
     let (_, err) = none.run(&["snapshots"], 1);
     assert!(err.contains("/nonexistent/rclone"), "{err}");
+}
+
+/// An `https` REST server whose certificate a CA of its own signed (as a
+/// home server's often is): refused as unknown without `--cacert`, with an
+/// error naming the server; with `--cacert CA.pem` (or `LARDER_CACERT`)
+/// init, backup and restore work; `--insecure-tls` skips the check; a
+/// `--cacert` file without a certificate, or missing, is refused by name.
+#[test]
+fn rest_over_https_with_cacert_or_insecure_tls() {
+    let d = tempfile::tempdir().unwrap();
+    let certs = d.path().join("certs");
+    if test_certificates(&certs).is_none() {
+        return;
+    }
+    let Some((_server, port)) = start_rclone_tls(&d.path().join("served"), &certs) else {
+        return;
+    };
+    let repo = format!("rest:https://larder:{REST_PASS}@127.0.0.1:{port}/repo/");
+    let ca = certs.join("ca.pem");
+    let plain = Client::new(&repo, &[("LARDER_RETRY_TIME", "1")]);
+    let (code, _, err) = run(plain.cmd(&["init"]));
+    assert_ne!(code, 0, "{err}");
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(!err.contains(REST_PASS), "{err}");
+    assert!(!d.path().join("served/repo/config").exists());
+
+    let tree = d.path().join("tree");
+    make_tree(&tree, 1 << 20);
+    let a = Client::new(&repo, &[]);
+    a.run(&["--cacert", path_str(&ca), "init"], 0);
+    a.run(&["--cacert", path_str(&ca), "backup", path_str(&tree)], 0);
+    let by_env = Client::new(&repo, &[("LARDER_CACERT", path_str(&ca))]);
+    restore(&by_env, &tree, &d.path().join("restored"));
+    let insecure = Client::new(&repo, &[]);
+    let (out, _) = insecure.run(&["--insecure-tls", "snapshots", "--json"], 0);
+    assert_eq!(json_lines(&out).len(), 1, "{out}");
+    assert!(d.path().join("served/repo/config").is_file());
+
+    let not_pem = d.path().join("not.pem");
+    write(&not_pem, b"no certificate here\n");
+    for (file, says) in [
+        (not_pem.clone(), "holds no PEM certificate"),
+        (d.path().join("missing.pem"), "missing.pem"),
+    ] {
+        let (code, _, err) = run(a.cmd(&["--cacert", path_str(&file), "snapshots"]));
+        assert_ne!(code, 0, "{err}");
+        assert!(err.contains(says) && err.contains(path_str(&file)), "{err}");
+    }
 }
