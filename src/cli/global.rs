@@ -25,6 +25,16 @@ pub struct Global {
     /// `rclone:REMOTE:PATH` (see README, "Remote repositories").
     #[arg(short = 'r', long = "repo", env = "LARDER_REPOSITORY", global = true)]
     pub repo: Option<PathBuf>,
+    /// Read the repository location from this file (its first line), as
+    /// restic's flag: keeps credentials in a location out of the command
+    /// line and the environment.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "LARDER_REPOSITORY_FILE",
+        global = true
+    )]
+    pub repository_file: Option<PathBuf>,
     /// Requests in flight at once to a remote repository (5 unless given
     /// here or by a profile's `connections`).
     #[arg(long, env = "LARDER_CONNECTIONS", global = true, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -141,11 +151,23 @@ impl Global {
         }
     }
 
-    /// The repository location, or an error telling how to give one.
+    /// The repository location (`--repo`, else the first line of
+    /// `--repository-file`), or an error telling how to give one.
     pub fn repo_path(&self) -> Result<PathBuf> {
-        self.repo.clone().ok_or_else(|| {
-            Error::Usage("no repository given: use --repo or set LARDER_REPOSITORY".into())
-        })
+        match (&self.repo, &self.repository_file) {
+            (Some(_), Some(_)) => Err(Error::Usage(
+                "--repo (LARDER_REPOSITORY) and --repository-file (LARDER_REPOSITORY_FILE) \
+                 both give the repository: give one"
+                    .into(),
+            )),
+            (Some(r), None) => Ok(r.clone()),
+            (None, Some(f)) => repository_from_file(f),
+            (None, None) => Err(Error::Usage(
+                "no repository given: use --repo or --repository-file, or set \
+                 LARDER_REPOSITORY or LARDER_REPOSITORY_FILE"
+                    .into(),
+            )),
+        }
     }
 
     /// The storage backend for the repository location.
@@ -430,4 +452,21 @@ fn parse_retry_lock(text: &str) -> std::result::Result<std::time::Duration, Stri
 /// Prints a problem the index sync met (a segment it skipped).
 fn warn(problem: &str) {
     eprintln!("warning: {}", super::output::safe(problem));
+}
+/// The first line of `file`, trimmed, as a repository location; a file
+/// that cannot be read, or whose first line is empty, is an error naming
+/// it. At most 64 KiB are read.
+fn repository_from_file(file: &std::path::Path) -> Result<PathBuf> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(64 << 10).read_to_string(&mut text))
+        .map_err(|e| Error::io(file, e))?;
+    match text.lines().next().map(str::trim) {
+        Some(line) if !line.is_empty() => Ok(PathBuf::from(line)),
+        _ => Err(Error::Usage(format!(
+            "--repository-file {}: its first line is empty (it should name the repository)",
+            file.display()
+        ))),
+    }
 }

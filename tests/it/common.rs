@@ -96,7 +96,10 @@ pub fn larder(repo: &Path, cache: &Path) -> std::process::Command {
         .env_remove("LARDER_HOST")
         .env_remove("LARDER_PACK_SIZE")
         .env_remove("LARDER_COMPRESSION")
-        .env_remove("LARDER_CONNECTIONS");
+        .env_remove("LARDER_CONNECTIONS")
+        .env_remove("LARDER_REPOSITORY_FILE")
+        .env_remove("LARDER_CACERT")
+        .env_remove("LARDER_READ_CONCURRENCY");
     c
 }
 

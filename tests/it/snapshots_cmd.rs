@@ -253,3 +253,71 @@ fn larder_host_names_the_backups_host_and_filters_by_it() {
     let v: Value = serde_json::from_str(&o.out).unwrap();
     assert_eq!(ids(&v).len(), 1, "{v}");
 }
+
+/// `--repository-file FILE` (restic's flag; `LARDER_REPOSITORY_FILE`):
+/// the repository is the file's first line (trailing spaces and the rest
+/// ignored); with `--repo` too it is refused, as is an empty first line
+/// or a missing file, each message naming what is wrong.
+#[test]
+fn repository_file_names_the_repository() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    write(&src.join("a.txt"), b"a");
+    let id = backup(&repo, &cache, &src, "h", &[], "2026-01-01 10:00:00");
+    let file = t.dir.path().join("repository");
+    write(
+        &file,
+        format!("{}  \nnot read\n", repo.display()).as_bytes(),
+    );
+    let run = |args: &[&str], env: Option<&Path>| {
+        let mut c = crate::common::larder(&repo, &cache);
+        c.env_remove("LARDER_REPOSITORY").args(args);
+        if let Some(f) = env {
+            c.env("LARDER_REPOSITORY_FILE", f);
+        }
+        crate::support::run(c)
+    };
+    let f = file.to_str().unwrap();
+    for (args, env) in [
+        (vec!["--repository-file", f, "snapshots", "--json"], None),
+        (vec!["snapshots", "--json"], Some(file.as_path())),
+    ] {
+        let (code, out, err) = run(&args, env);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(ids(&v), [id.clone()], "{args:?}");
+    }
+    let (code, _, err) = run(
+        &[
+            "--repository-file",
+            f,
+            "--repo",
+            repo.to_str().unwrap(),
+            "snapshots",
+        ],
+        None,
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("both give the repository"), "{err}");
+    let empty = t.dir.path().join("empty");
+    write(&empty, b"\nsomething\n");
+    let missing = t.dir.path().join("missing");
+    for (file, says) in [
+        (&empty, "its first line is empty"),
+        (&missing, "No such file"),
+    ] {
+        let (code, _, err) = run(
+            &["--repository-file", file.to_str().unwrap(), "snapshots"],
+            None,
+        );
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains(says) && err.contains(file.to_str().unwrap()),
+            "{err}"
+        );
+    }
+    let (code, _, err) = run(&["snapshots"], None);
+    assert_ne!(code, 0);
+    assert!(err.contains("--repository-file"), "{err}");
+}
