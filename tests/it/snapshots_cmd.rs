@@ -286,7 +286,7 @@ fn repository_file_names_the_repository() {
         let (code, out, err) = run(&args, env);
         assert_eq!(code, 0, "{args:?}: {err}");
         let v: Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(ids(&v), [id.clone()], "{args:?}");
+        assert_eq!(ids(&v), vec![id.clone()], "{args:?}");
     }
     let (code, _, err) = run(
         &[
