@@ -31,9 +31,14 @@ enum KeyCmd {
         larder key add --recipient age1..."
     )]
     Add {
-        #[arg(long)]
+        /// Read the new key's passphrase from this file (its first line)
+        /// instead of asking for it twice.
+        #[arg(long, value_name = "FILE", conflicts_with = "recipient")]
         new_password_file: Option<PathBuf>,
-        #[arg(long)]
+        /// Add a key that an age identity opens (`age1…`, as `age-keygen`
+        /// prints it) instead of a passphrase: for unattended runs with
+        /// `--identity`.
+        #[arg(long, value_name = "AGE_RECIPIENT")]
         recipient: Option<String>,
     },
     /// Remove a key by id (or unique prefix).
@@ -42,7 +47,9 @@ enum KeyCmd {
     /// Replace the key in use with a new passphrase.
     #[command(after_help = "Example:\n  larder key passwd")]
     Passwd {
-        #[arg(long)]
+        /// Read the new passphrase from this file (its first line) instead
+        /// of asking for it twice.
+        #[arg(long, value_name = "FILE")]
         new_password_file: Option<PathBuf>,
     },
 }
