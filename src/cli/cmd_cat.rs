@@ -14,6 +14,7 @@ use crate::walker;
 pub struct Args {
     /// `config`, `snapshot ID` or `tree ID` (or `tree SNAPSHOT[:PATH]`).
     what: String,
+    /// The snapshot or tree id (or prefix) that WHAT names.
     id: Option<String>,
 }
 

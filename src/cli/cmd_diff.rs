@@ -21,6 +21,7 @@ use serde::Serialize;
     larder diff latest /home/me/Documents --metadata\n  \
     larder diff latest ./project --content   # also re-hash files whose metadata matches")]
 pub struct Args {
+    /// The snapshot to compare from: an id, a unique prefix or `latest`.
     first: String,
     /// A second snapshot, or a directory on disk.
     second: String,

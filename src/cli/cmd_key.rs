@@ -43,7 +43,10 @@ enum KeyCmd {
     },
     /// Remove a key by id (or unique prefix).
     #[command(after_help = "Example:\n  larder key remove 1a2b3c4d")]
-    Remove { id: String },
+    Remove {
+        /// The key's id, or a unique prefix of it (as `key list` shows).
+        id: String,
+    },
     /// Replace the key in use with a new passphrase.
     #[command(after_help = "Example:\n  larder key passwd")]
     Passwd {

@@ -18,6 +18,7 @@ use serde::Serialize;
     larder ls latest --ncdu > snap.json && ncdu -f snap.json"
 )]
 pub struct Args {
+    /// The snapshot to list: an id, a unique prefix or `latest`.
     snapshot: String,
     /// Only list this directory: itself and its entries (everything below
     /// it with --recursive). Without it, everything is listed.

@@ -175,6 +175,28 @@ mod help_tests {
         }
     }
 
+    /// The arguments of `cmd` and its subcommands (named `path`) that
+    /// `--help` shows without a word of help.
+    fn without_help(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let shown = !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version");
+            if shown && a.get_help().is_none() && a.get_long_help().is_none() {
+                out.push(format!("{path} {}", a.get_id()));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            without_help(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    /// Every option and argument says what it is for in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        let mut missing = Vec::new();
+        without_help(&Cli::command(), "larder", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
+
     #[test]
     fn every_command_has_an_example() {
         let cli = Cli::command();
