@@ -204,6 +204,10 @@ impl BackupSummary {
 
 fn print_summary(res: &BackupResult) {
     let s = &res.summary;
+    match res.parent {
+        Some(p) => println!("using parent snapshot {}", p.short()),
+        None => println!("no parent snapshot"),
+    }
     println!(
         "Files:       {:>6} new, {:>6} changed, {:>6} unmodified",
         s.files_new, s.files_changed, s.files_unmodified

@@ -483,10 +483,19 @@ fn backup_vv_tells_each_entrys_outcome() {
     };
     let (out, _) = cli(&repo, &cache, &["backup", "-vv", &s], 0);
     assert_eq!(entries(&out), all("new").into_iter().collect(), "{out}");
+    // The summary names the parent, as restic does.
+    assert!(out.lines().any(|l| l == "no parent snapshot"), "{out}");
+    let first = out
+        .lines()
+        .find_map(|l| l.strip_prefix("snapshot ")?.strip_suffix(" saved"))
+        .unwrap()
+        .to_string();
 
     fs::write(src.join("d0/f0"), b"changed").unwrap();
     fs::write(src.join("d1/added"), b"added").unwrap();
     let (out, _) = cli(&repo, &cache, &["backup", "-vv", &s], 0);
+    let using = format!("using parent snapshot {first}");
+    assert!(out.lines().any(|l| l == using), "{out}");
     let mut want: std::collections::BTreeSet<_> = all("unchanged")
         .into_iter()
         .filter(|(_, p)| ![&files[0], &dirs[0], &dirs[1]].contains(&p) && *p != format!("{s}/"))
