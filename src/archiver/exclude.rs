@@ -46,8 +46,47 @@ pub struct Excluder {
 /// so a directory without such a file costs no lookup at all.
 #[derive(Clone, Default)]
 pub(super) struct DirRules {
-    if_present: Vec<String>,
+    if_present: Vec<Marker>,
     caches: bool,
+}
+
+/// An `--exclude-if-present` marker, restic's `NAME[:HEADER]`: a file of
+/// that name (or path below the directory) excludes the directory, and
+/// with a header only if the file begins with those bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Marker {
+    name: String,
+    header: Option<Vec<u8>>,
+}
+
+impl Marker {
+    fn parse(spec: &str) -> Marker {
+        match spec.split_once(':') {
+            Some((name, header)) => Marker {
+                name: name.to_string(),
+                header: Some(header.as_bytes().to_vec()),
+            },
+            None => Marker {
+                name: spec.to_string(),
+                header: None,
+            },
+        }
+    }
+
+    /// Whether the marker file in `dir` (known to be there) begins with
+    /// the header, if one is asked for; reads at most the header's length.
+    fn header_matches(&self, dir: &Path) -> bool {
+        let Some(want) = &self.header else {
+            return true;
+        };
+        let Ok(f) = File::open(dir.join(&self.name)) else {
+            return false;
+        };
+        let mut got = Vec::with_capacity(want.len());
+        let read =
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, want.len() as u64), &mut got);
+        read.is_ok() && got == *want
+    }
 }
 
 const CACHEDIR_TAG: &str = "CACHEDIR.TAG";
@@ -74,7 +113,9 @@ impl DirRules {
 
     /// The rules, with `present` saying whether the directory has a file.
     fn exclude_if(&self, fs_path: &Path, present: impl Fn(&str) -> bool) -> bool {
-        self.if_present.iter().any(|f| present(f))
+        self.if_present
+            .iter()
+            .any(|m| present(&m.name) && m.header_matches(fs_path))
             || present(CACHEDIR_TAG)
                 && cachedir_tag(fs_path).is_some_and(|tag| self.caches || tag.larders)
     }
@@ -114,7 +155,11 @@ impl Excluder {
                 .build()
                 .map_err(|e| Error::Usage(format!("exclude patterns: {e}")))?,
             dirs: DirRules {
-                if_present: o.exclude_if_present.clone(),
+                if_present: o
+                    .exclude_if_present
+                    .iter()
+                    .map(|s| Marker::parse(s))
+                    .collect(),
                 caches: o.exclude_caches,
             },
             larger_than: o.exclude_larger_than,
@@ -192,7 +237,7 @@ mod tests {
     fn listed_names_decide_as_lookups_do() {
         let tmp = tempfile::tempdir().unwrap();
         let sig = String::from_utf8_lossy(CACHEDIR_SIGNATURE).into_owned();
-        let dirs: [(&str, &[(&str, String)]); 7] = [
+        let dirs: [(&str, &[(&str, String)]); 10] = [
             ("plain", &[("a.txt", "x".into())]),
             (
                 "ours",
@@ -202,6 +247,9 @@ mod tests {
             ("bad-tag", &[(CACHEDIR_TAG, "not a signature".into())]),
             ("marked", &[(".nobackup", String::new())]),
             ("deep-marker", &[("sub/.keepout", String::new())]),
+            ("headed", &[("TAG", "exclude me\n".into())]),
+            ("other-header", &[("TAG", "keep me\n".into())]),
+            ("short-header", &[("TAG", "excl".into())]),
             ("empty", &[]),
         ];
         for (d, files) in &dirs {
@@ -215,7 +263,9 @@ mod tests {
         let mut excluded = Vec::new();
         for caches in [false, true] {
             let rules = DirRules {
-                if_present: vec![".nobackup".into(), "sub/.keepout".into()],
+                if_present: [".nobackup", "sub/.keepout", "TAG:exclude me"]
+                    .map(Marker::parse)
+                    .to_vec(),
                 caches,
             };
             for (d, _) in &dirs {
@@ -232,10 +282,12 @@ mod tests {
             "ours",
             "marked",
             "deep-marker",
+            "headed",
             "ours+",
             "theirs+",
             "marked+",
             "deep-marker+",
+            "headed+",
         ];
         assert_eq!(excluded, want);
     }

@@ -63,8 +63,9 @@ pub struct Args {
     /// `1T`: binary multiples).
     #[arg(long, value_name = "SIZE", value_parser = crate::maintenance::prune::parse_size)]
     pub exclude_larger_than: Option<u64>,
-    /// Exclude directories containing a file with this name (repeatable).
-    #[arg(long)]
+    /// Exclude directories containing a file with this name (repeatable);
+    /// `NAME:HEADER`, as restic's, only if the file begins with HEADER.
+    #[arg(long, value_name = "NAME[:HEADER]")]
     pub exclude_if_present: Vec<String>,
     /// Exclude directories holding a valid CACHEDIR.TAG.
     #[arg(long)]
