@@ -217,14 +217,16 @@ fn print_summary(res: &BackupResult) {
         "Dirs:        {:>6} new, {:>6} changed, {:>6} unmodified",
         s.dirs_new, s.dirs_changed, s.dirs_unmodified
     );
+    let size = super::cmd_stats::human_bytes;
     println!(
-        "Added to the repository: {} bytes ({} bytes before compression)",
-        s.data_added, s.data_added_plain
+        "Added to the repository: {} ({} stored)",
+        size(s.data_added_plain),
+        size(s.data_added)
     );
     println!(
-        "processed {} files, {} bytes in {:.3}s",
+        "processed {} files, {} in {:.3}s",
         s.total_files,
-        s.total_bytes,
+        size(s.total_bytes),
         s.duration_ms as f64 / 1000.0
     );
     match (res.snapshot_id, res.parent) {

@@ -496,6 +496,22 @@ fn backup_vv_tells_each_entrys_outcome() {
     let (out, _) = cli(&repo, &cache, &["backup", "-vv", &s], 0);
     let using = format!("using parent snapshot {first}");
     assert!(out.lines().any(|l| l == using), "{out}");
+    // restic's summary lines, sizes as restic prints them.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("Added to the repository: ") && l.ends_with(" stored)")),
+        "{out}"
+    );
+    let total: u64 = files
+        .iter()
+        .chain([&format!("{s}/d1/added")])
+        .map(|f| fs::metadata(f).unwrap().len())
+        .sum();
+    let processed = format!("processed 15 files, {:.3} KiB in ", total as f64 / 1024.0);
+    assert!(
+        out.lines().any(|l| l.starts_with(&processed)),
+        "{processed}: {out}"
+    );
     let mut want: std::collections::BTreeSet<_> = all("unchanged")
         .into_iter()
         .filter(|(_, p)| ![&files[0], &dirs[0], &dirs[1]].contains(&p) && *p != format!("{s}/"))
