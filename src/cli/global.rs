@@ -79,6 +79,12 @@ pub struct Global {
     /// Where the local index cache lives.
     #[arg(long, env = "LARDER_CACHE_DIR", global = true)]
     pub cache_dir: Option<PathBuf>,
+    /// Keep no local cache, as restic's flag: the command reads the
+    /// repository's index into a temporary directory, removed when it
+    /// ends (so every command reads the whole index first: slow on a
+    /// large repository). Wins over --cache-dir.
+    #[arg(long, global = true)]
+    pub no_cache: bool,
     /// scrypt work factor (log2 N) for new passphrase keys. A test knob:
     /// below the default it is refused unless LARDER_INSECURE_TEST_KDF=1.
     #[arg(long, env = "LARDER_KDF_WORK_FACTOR", global = true, default_value_t = DEFAULT_WORK_FACTOR, hide = true)]

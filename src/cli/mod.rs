@@ -36,6 +36,7 @@ mod cmd_version;
 mod filter;
 mod global;
 mod ncdu;
+mod no_cache;
 mod output;
 mod profiles;
 mod progress;
@@ -96,12 +97,27 @@ enum Command {
 
 /// Parses the process arguments, runs the command and returns the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { 1 } else { 0 };
         }
+    };
+    // Removed when this returns (or unwinds).
+    let _no_cache = if cli.global.no_cache {
+        match no_cache::TempCache::make() {
+            Ok(t) => {
+                cli.global.cache_dir = Some(t.path().to_path_buf());
+                Some(t)
+            }
+            Err(e) => {
+                eprintln!("larder: {}", output::safe(&e.to_string()));
+                return e.exit_code();
+            }
+        }
+    } else {
+        None
     };
     output::quiet_broken_pipe();
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -321,3 +321,37 @@ fn repository_file_names_the_repository() {
     assert_ne!(code, 0);
     assert!(err.contains("--repository-file"), "{err}");
 }
+
+/// `--no-cache` (restic's flag): backup, snapshots and restore work with
+/// the index read into a temporary directory of their own, which is gone
+/// when each ends; the cache directory named by `LARDER_CACHE_DIR` is
+/// never made.
+#[test]
+fn no_cache_leaves_no_cache_behind() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    write(&src.join("a.txt"), b"alpha");
+    write(&src.join("sub/b.txt"), b"beta");
+    let tmp = t.dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let run = |args: &[&str]| {
+        let mut c = crate::common::larder(&repo, &cache);
+        c.env("TMPDIR", &tmp).arg("--no-cache").args(args);
+        let (code, out, err) = crate::support::run(c);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(left.is_empty(), "{args:?} left {left:?}");
+        assert!(!cache.exists(), "{args:?} made the cache directory");
+        out
+    };
+    run(&["backup", "-q", src.to_str().unwrap()]);
+    let out = run(&["snapshots", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ids(&v).len(), 1);
+    let target = t.dir.path().join("restored");
+    run(&["restore", "latest", "--target", target.to_str().unwrap()]);
+    let got = target.join(src.strip_prefix("/").unwrap());
+    assert_eq!(std::fs::read(got.join("sub/b.txt")).unwrap(), b"beta");
+    assert_eq!(std::fs::read(got.join("a.txt")).unwrap(), b"alpha");
+}
