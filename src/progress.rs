@@ -34,6 +34,17 @@ pub trait Progress: Sync {
     }
     /// What became of one file or directory (see [`Entry`]).
     fn entry(&self, _e: &Entry<'_>) {}
+    /// [`Progress::entry`], if anything shows entries.
+    fn tell(&self, path: &Path, dir: bool, action: Action, size: u64) {
+        if self.wants_entries() {
+            self.entry(&Entry {
+                path,
+                dir,
+                action,
+                size,
+            });
+        }
+    }
 }
 
 /// One entry's outcome, as restic's `-vv` prints it.

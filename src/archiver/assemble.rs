@@ -195,7 +195,7 @@ impl Archiver<'_, '_> {
             Action::New
         };
         if let Some(path) = &p.path {
-            self.tell(path, false, action, node.size);
+            self.progress.tell(path, false, action, node.size);
         }
         Some(node)
     }
@@ -223,7 +223,7 @@ impl Archiver<'_, '_> {
             self.summary.dirs_unmodified += 1;
             self.last_tree = Some(tree);
             if let Some(path) = &path {
-                self.tell(path, true, Action::Unchanged, 0);
+                self.progress.tell(path, true, Action::Unchanged, 0);
             }
             return Ok(node);
         }
@@ -237,7 +237,7 @@ impl Archiver<'_, '_> {
             Action::New
         };
         if let Some(path) = &path {
-            self.tell(path, true, action, 0);
+            self.progress.tell(path, true, action, 0);
         }
         Ok(node)
     }

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::localfs::{self, meta::Owners, meta::node_from_metadata, stat::Stat};
 use crate::pack::BlobType;
-use crate::progress::{Action, Entry as Told, Progress};
+use crate::progress::{Action, Progress};
 use crate::snapshot::Summary;
 use crate::tree::{Node, NodeKind, Tree};
 use std::collections::HashSet;
@@ -204,7 +204,8 @@ impl Archiver<'_, '_> {
                     self.summary.total_bytes += node.size;
                     self.progress.bytes(node.size);
                     self.progress.file_done();
-                    self.tell(path, false, Action::Unchanged, node.size);
+                    self.progress
+                        .tell(path, false, Action::Unchanged, node.size);
                     return self.push(Event::Ready(node));
                 }
                 let (reply, rx) = crossbeam_channel::bounded(1);
@@ -258,27 +259,15 @@ impl Archiver<'_, '_> {
         self.push(Event::Ready(node))
     }
 
-    /// What a directory's node needs besides its entries, taken when the
-    /// walk leaves it: its metadata, and the parent snapshot's node and tree
-    /// (`known`: that node's tree blob is in the index).
-    /// `path`, kept for [`Archiver::tell`] when the progress shows each
+    /// `path`, kept for [`Progress::tell`] when the progress shows each
     /// entry (`-vv`); else nothing to allocate.
     fn told(&self, path: &Path) -> Option<PathBuf> {
         self.progress.wants_entries().then(|| path.to_path_buf())
     }
 
-    /// Tells the progress what became of `path`, if it shows that.
-    pub(super) fn tell(&self, path: &Path, dir: bool, action: Action, size: u64) {
-        if self.progress.wants_entries() {
-            self.progress.entry(&Told {
-                path,
-                dir,
-                action,
-                size,
-            });
-        }
-    }
-
+    /// What a directory's node needs besides its entries, taken when the
+    /// walk leaves it: its metadata, and the parent snapshot's node and tree
+    /// (`known`: that node's tree blob is in the index).
     fn dir_prep(&mut self, path: &Path, fs_path: &Path, md: &Stat, known: bool) -> Result<DirPrep> {
         let (node, old, _) = self.base_node(path, fs_path, md)?;
         let old_tree = match &old {

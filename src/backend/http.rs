@@ -54,13 +54,19 @@ pub fn tls_config(
     }
     let mut roots = Vec::new();
     for file in cacert {
-        let bad = |why: String| Error::Usage(format!("--cacert {}: {why}", file.display()));
-        let meta = std::fs::metadata(file).map_err(|e| Error::io(file, e))?;
-        // A bundle of every public root is about 200 KiB.
-        if meta.len() > 16 << 20 {
+        let bad = |why: String| Error::Usage(format!("cacert {}: {why}", file.display()));
+        // A bundle of every public root is about 200 KiB; a FIFO or a file
+        // of /proc says nothing of its size, so the read itself is bounded.
+        const MAX: u64 = 16 << 20;
+        let mut pem = Vec::new();
+        std::fs::File::open(file)
+            .and_then(|f| {
+                std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX + 1), &mut pem)
+            })
+            .map_err(|e| Error::io(file, e))?;
+        if pem.len() as u64 > MAX {
             return Err(bad("larger than 16 MiB: not a certificate file".into()));
         }
-        let pem = std::fs::read(file).map_err(|e| Error::io(file, e))?;
         let before = roots.len();
         for item in ureq::tls::parse_pem(&pem) {
             if let PemItem::Certificate(c) = item.map_err(|e| bad(format!("not PEM: {e}")))? {

@@ -207,7 +207,7 @@ fn print_summary(res: &BackupResult) {
     let s = &res.summary;
     match res.parent {
         Some(p) => println!("using parent snapshot {}", p.short()),
-        None => println!("no parent snapshot"),
+        None => println!("no parent snapshot found, will read all files"),
     }
     println!(
         "Files:       {:>6} new, {:>6} changed, {:>6} unmodified",

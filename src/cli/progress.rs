@@ -72,7 +72,12 @@ struct VerboseStatus {
     message_type: &'static str,
     action: &'static str,
     item: String,
-    data_size: u64,
+    /// Backup's name for the file's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_size: Option<u64>,
+    /// Restore's name for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
 }
 
 /// restic's `status` message.
@@ -295,28 +300,41 @@ impl Progress for TermProgress {
     fn wants_entries(&self) -> bool {
         self.entries
     }
+    /// One line (or `verbose_status` object) as restic prints it: a
+    /// backup's directories end with `/`, a restore's do not. Written
+    /// from reading and writing threads too, so a closed stdout is left
+    /// to the main thread's next line to notice (no panic here).
     fn entry(&self, e: &Entry<'_>) {
+        use std::io::Write as _;
+        let restore = self.state.restore;
         let path = e.path.to_string_lossy();
-        let slash = if e.dir && !path.ends_with('/') {
+        let slash = if e.dir && !restore && !path.ends_with('/') {
             "/"
         } else {
             ""
         };
         let item = format!("{path}{slash}");
         let _g = self.state.print.lock();
-        if self.state.mode == Mode::Json {
-            super::output::print_json(&VerboseStatus {
+        let line = if self.state.mode == Mode::Json {
+            let v = VerboseStatus {
                 message_type: "verbose_status",
                 action: e.action.word(),
                 item,
-                data_size: e.size,
-            });
-            return;
-        }
-        if self.state.mode == Mode::Terminal {
-            eprint!("\r\x1b[K");
-        }
-        println!("{:<10} {}", e.action.word(), super::output::safe(&item));
+                data_size: (!restore).then_some(e.size),
+                size: restore.then_some(e.size),
+            };
+            // Keys sorted, as every other JSON line.
+            match serde_json::to_value(&v) {
+                Ok(v) => v.to_string(),
+                Err(_) => return,
+            }
+        } else {
+            if self.state.mode == Mode::Terminal {
+                eprint!("\r\x1b[K");
+            }
+            format!("{:<9} {}", e.action.word(), super::output::safe(&item))
+        };
+        let _ = writeln!(std::io::stdout().lock(), "{line}");
     }
     fn totals(&self, files: u64, bytes: u64, complete: bool) {
         self.state.total_files.store(files, Ordering::Relaxed);

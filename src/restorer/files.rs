@@ -13,7 +13,7 @@ use super::target::{Destination, FileJob, put_in_place, remove_tmp};
 use crate::backend::Kind;
 use crate::error::{Error, Result};
 use crate::pack;
-use crate::progress::{Action, Entry, Progress};
+use crate::progress::{Action, Progress};
 use crate::repository::Repository;
 use rayon::prelude::*;
 use std::fs::File;
@@ -189,18 +189,12 @@ fn finish_files(
             let out = finish_file(dest, job, fail, file, hole.into_inner(), verify);
             if out.1.is_ok() {
                 progress.file_done();
-                if progress.wants_entries() {
-                    progress.entry(&Entry {
-                        path: Path::new(&job.shown),
-                        dir: false,
-                        action: if job.existed {
-                            Action::Updated
-                        } else {
-                            Action::Restored
-                        },
-                        size: job.node.size,
-                    });
-                }
+                let action = if job.existed {
+                    Action::Updated
+                } else {
+                    Action::Restored
+                };
+                progress.tell(Path::new(&job.shown), false, action, job.node.size);
             }
             out
         })

@@ -32,14 +32,14 @@ mod target;
 mod walk;
 
 use crate::error::{Error, Result};
-use crate::progress::{NoProgress, Progress};
+use crate::progress::{Action, NoProgress, Progress};
 use crate::repository::Repository;
 use crate::snapshot::Snapshot;
 use serde::Serialize;
 use source::PackSource;
 use std::collections::HashMap;
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use target::Destination;
 use walk::TreeRestorer;
@@ -249,10 +249,19 @@ fn prepare_target(opts: &RestoreOptions) -> Result<()> {
 /// metadata, deepest first, so writing contents cannot disturb it.
 fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
     for l in std::mem::take(&mut r.links) {
-        if let Err(e) = target::make_hardlink(&l.existing, &l.dest) {
-            r.report
+        match target::make_hardlink(&l.existing, &l.dest) {
+            Ok(()) => {
+                let action = if l.existed {
+                    Action::Updated
+                } else {
+                    Action::Restored
+                };
+                r.progress.tell(Path::new(&l.shown), false, action, 0);
+            }
+            Err(e) => r
+                .report
                 .errors
-                .push(format!("{}: cannot create hard link: {e}", l.shown));
+                .push(format!("{}: cannot create hard link: {e}", l.shown)),
         }
     }
     // Directories that hold nothing included go again (deepest first;
@@ -260,7 +269,7 @@ fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
     for (d, _anchor) in std::mem::take(&mut r.unselected_dirs) {
         let _ = fs::remove_dir(&d);
     }
-    let errors = finish_dirs(dest, std::mem::take(&mut r.dirs));
+    let errors = finish_dirs(dest, std::mem::take(&mut r.dirs), r.progress);
     r.report.errors.extend(errors);
 }
 
@@ -268,16 +277,23 @@ fn finish(dest: &Destination, r: &mut TreeRestorer<'_, '_>) {
 /// may take its owner's search permission away, which would shut out
 /// every directory below it. Directories of one depth hold none of each
 /// other, so each depth's are done in parallel. Returns what failed.
-fn finish_dirs(dest: &Destination, dirs: Vec<walk::DirMeta>) -> Vec<String> {
+fn finish_dirs(
+    dest: &Destination,
+    dirs: Vec<walk::DirMeta>,
+    progress: &dyn Progress,
+) -> Vec<String> {
     use rayon::prelude::*;
     deepest_first(dirs, |d| d.depth)
         .into_iter()
         .flat_map(|level| {
             level
                 .par_iter()
-                .filter_map(|d| {
-                    let e = dest.apply_dir_meta(&d.path, &d.node, d.owned).err()?;
-                    Some(format!("{}: {e}", d.shown))
+                .filter_map(|d| match dest.apply_dir_meta(&d.path, &d.node, d.owned) {
+                    Ok(()) => {
+                        progress.tell(Path::new(&d.shown), true, Action::Restored, 0);
+                        None
+                    }
+                    Err(e) => Some(format!("{}: {e}", d.shown)),
                 })
                 .collect::<Vec<_>>()
         })

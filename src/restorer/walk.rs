@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::index::BlobLocation;
 use crate::localfs::{self, Anchor};
-use crate::progress::{Action, Entry, Progress};
+use crate::progress::{Action, Progress};
 use crate::repository::Repository;
 use crate::tree::{Node, NodeKind, is_safe_name};
 use std::collections::{HashMap, VecDeque};
@@ -61,6 +61,8 @@ pub(super) struct PendingLink {
     pub(super) existing: PathBuf,
     pub(super) dest: PathBuf,
     pub(super) shown: String,
+    /// Something was at `dest` (it is replaced).
+    pub(super) existed: bool,
     pub(super) _anchors: (Anchor, Anchor),
 }
 
@@ -295,13 +297,15 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
             match dirfd {
                 Some(fd) => match target::remove_entry(fd, &name) {
                     Ok(()) => {
-                        self.tell(&shown, false, Action::Deleted, 0);
+                        self.progress
+                            .tell(Path::new(&shown), false, Action::Deleted, 0);
                         self.report.deleted.push(shown);
                     }
                     Err(e) => self.error(&shown, format!("cannot delete: {e}")),
                 },
                 None => {
-                    self.tell(&shown, false, Action::Deleted, 0);
+                    self.progress
+                        .tell(Path::new(&shown), false, Action::Deleted, 0);
                     self.report.deleted.push(shown);
                 }
             }
@@ -382,13 +386,11 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         }
         if included {
             self.report.dirs += 1;
-            let made = created.is_some() || self.opts.dry_run;
-            let action = if made {
-                Action::Restored
-            } else {
-                Action::Unchanged
-            };
-            self.tell(&shown, true, action, 0);
+            // Told once its metadata is set (`finish_dirs`); a dry run sets none.
+            if self.opts.dry_run {
+                self.progress
+                    .tell(Path::new(&shown), true, Action::Restored, 0);
+            }
             if !self.opts.dry_run {
                 self.dirs.push(DirMeta {
                     path,
@@ -405,20 +407,15 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         Ok(())
     }
 
-    /// Tells the progress what became of `shown`, if it shows that.
-    fn tell(&self, shown: &str, dir: bool, action: Action, size: u64) {
-        if self.progress.wants_entries() {
-            self.progress.entry(&Entry {
-                path: Path::new(shown),
-                dir,
-                action,
-                size,
-            });
-        }
-    }
-
-    /// Decides about an existing entry (see [`Existing`]).
-    fn clear_existing(&mut self, dest: &Path, shown: &str, n: &Node) -> std::io::Result<Existing> {
+    /// Decides about an existing entry (see [`Existing`]); with `dry`,
+    /// decides only (nothing is removed).
+    fn clear_existing(
+        &mut self,
+        dest: &Path,
+        shown: &str,
+        n: &Node,
+        dry: bool,
+    ) -> std::io::Result<Existing> {
         let md = match fs::symlink_metadata(dest) {
             Ok(m) => m,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Existing::Absent),
@@ -427,7 +424,9 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         let ft = md.file_type();
         if ft.is_symlink() {
             // Replaced, never followed.
-            fs::remove_file(dest)?;
+            if !dry {
+                fs::remove_file(dest)?;
+            }
             return Ok(Existing::Replaced);
         }
         if ft.is_dir() {
@@ -452,10 +451,11 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 "{shown}: already exists{}",
                 if same { " (unchanged)" } else { "" }
             ));
-            self.tell(shown, false, Action::Unchanged, n.size);
+            self.progress
+                .tell(Path::new(shown), false, Action::Unchanged, n.size);
             return Ok(Existing::Kept);
         }
-        if !ft.is_file() {
+        if !ft.is_file() && !dry {
             fs::remove_file(dest)?;
         }
         Ok(Existing::Replaced)
@@ -476,20 +476,12 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
                 .push(format!("{shown}: sockets are recorded but not restored"));
             return Ok(());
         }
-        if self.opts.dry_run {
-            if n.kind == NodeKind::File {
-                self.report.files += 1;
-                self.report.bytes += n.size;
-                self.progress.bytes(n.size);
-                self.progress.file_done();
-            }
-            self.tell(shown, false, Action::Restored, n.size);
-            return Ok(());
-        }
+        let dry = self.opts.dry_run;
+        // A dry run decides as the real one would, and changes nothing.
         let existed = match dir.fresh {
             Some(_) => false,
             None => match self
-                .clear_existing(path, shown, &n)
+                .clear_existing(path, shown, &n, dry)
                 .map_err(|e| Error::io(path, e))?
             {
                 Existing::Kept => return Ok(()),
@@ -502,15 +494,26 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
         } else {
             Action::Restored
         };
-        if n.kind == NodeKind::File && n.links > 1 && self.link_to_earlier(path, &anchor, shown, &n)
+        if dry {
+            if n.kind == NodeKind::File {
+                self.report.files += 1;
+                self.report.bytes += n.size;
+                self.progress.bytes(n.size);
+                self.progress.file_done();
+            }
+            self.progress.tell(Path::new(shown), false, action, n.size);
+            return Ok(());
+        }
+        if n.kind == NodeKind::File
+            && n.links > 1
+            && self.link_to_earlier(path, &anchor, shown, &n, existed)
         {
-            self.tell(shown, false, action, n.size);
             return Ok(());
         }
         if n.kind != NodeKind::File {
             target::create_special(path, &n)?;
             self.dest.apply_meta(path, &n)?;
-            self.tell(shown, false, action, 0);
+            self.progress.tell(Path::new(shown), false, action, 0);
             return Ok(());
         }
         let fd = dir.fd.clone().ok_or_else(|| {
@@ -529,13 +532,22 @@ impl<'scope, 'env> TreeRestorer<'scope, 'env> {
     /// For a file with several links: if an earlier path of the same inode
     /// was restored, queues a hard link to it and returns true; otherwise
     /// remembers this path as the inode's first.
-    fn link_to_earlier(&mut self, path: &Path, anchor: &Anchor, shown: &str, n: &Node) -> bool {
+    /// `existed`: something was at `path` (the link replaces it).
+    fn link_to_earlier(
+        &mut self,
+        path: &Path,
+        anchor: &Anchor,
+        shown: &str,
+        n: &Node,
+        existed: bool,
+    ) -> bool {
         let key = (n.device, n.inode);
         if let Some((first, first_anchor)) = self.hardlinks.get(&key) {
             self.links.push(PendingLink {
                 existing: first.clone(),
                 dest: path.to_path_buf(),
                 shown: shown.to_string(),
+                existed,
                 _anchors: (first_anchor.clone(), anchor.clone()),
             });
             self.report.files += 1;

@@ -484,7 +484,11 @@ fn backup_vv_tells_each_entrys_outcome() {
     let (out, _) = cli(&repo, &cache, &["backup", "-vv", &s], 0);
     assert_eq!(entries(&out), all("new").into_iter().collect(), "{out}");
     // The summary names the parent, as restic does.
-    assert!(out.lines().any(|l| l == "no parent snapshot"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l == "no parent snapshot found, will read all files"),
+        "{out}"
+    );
     let first = out
         .lines()
         .find_map(|l| l.strip_prefix("snapshot ")?.strip_suffix(" saved"))
@@ -561,10 +565,12 @@ fn backup_vv_tells_each_entrys_outcome() {
 }
 
 /// `restore -vv` (restic 0.17's verbosity) tells what became of each
-/// entry below the restored path: `restored` into an empty target;
-/// `unchanged` where the overwrite policy keeps what is there; `updated`
-/// for a file written over; `deleted` for what `--delete` removes. With
-/// `--json`, restic's `verbose_status` objects.
+/// entry below the restored path: files `restored` into an empty target,
+/// `unchanged` where the overwrite policy keeps what is there, `updated`
+/// when written over, `deleted` for what `--delete` removes; directories
+/// `restored` once their metadata is set (as restic). A dry run tells the
+/// same decisions and changes nothing. With `--json`, restic's
+/// `verbose_status` objects (`size`, as restic's restore names it).
 #[test]
 fn restore_vv_tells_each_entrys_outcome() {
     let (base, repo, cache, src) = initialized_with_tree(14);
@@ -579,65 +585,53 @@ fn restore_vv_tells_each_entrys_outcome() {
                 let (action, path) = l.split_once(' ')?;
                 let path = path.trim_start();
                 (["restored", "updated", "unchanged", "deleted"].contains(&action)
-                    && path.starts_with(&format!("{s}/"))
-                    && path != format!("{s}/"))
+                    && path.starts_with(&format!("{s}/")))
                 .then(|| (action.to_string(), path.to_string()))
             })
             .collect()
     };
-    let dirs: Vec<String> = (0..7).map(|d| format!("{s}/d{d}/")).collect();
+    let dirs: Vec<String> = (0..7).map(|d| format!("{s}/d{d}")).collect();
     let files: Vec<String> = (0..14).map(|i| format!("{s}/d{}/f{i}", i % 7)).collect();
+    // Every file with `action`, every directory restored.
     let all = |action: &str| -> std::collections::BTreeSet<(String, String)> {
-        files
-            .iter()
-            .chain(&dirs)
-            .map(|p| (action.to_string(), p.clone()))
+        let f = files.iter().map(|p| (action.to_string(), p.clone()));
+        f.chain(dirs.iter().map(|d| ("restored".to_string(), d.clone())))
             .collect()
     };
-    let (out, _) = cli(
-        &repo,
-        &cache,
-        &["restore", "-vv", "latest", "--target", &t],
-        0,
-    );
+    let restore = |extra: &[&str]| {
+        let args = [&["restore", "-vv", "latest", "--target", &t][..], extra].concat();
+        cli(&repo, &cache, &args, 0).0
+    };
+    let out = restore(&[]);
     assert_eq!(entries(&out), all("restored"), "{out}");
-    assert!(out.contains(&format!("restored   {s}/\n")), "{out}");
+    assert!(out.contains(&format!("restored  {s}\n")), "{out}");
 
-    let (out, _) = cli(
-        &repo,
-        &cache,
-        &["restore", "-vv", "latest", "--target", &t],
-        0,
-    );
+    let out = restore(&[]);
     assert_eq!(entries(&out), all("unchanged"), "{out}");
 
     let inside = |p: &str| target.join(p.trim_start_matches('/'));
     fs::write(inside(&files[3]), b"edited in the target").unwrap();
     fs::write(inside(&format!("{s}/d4/extra")), b"not in the snapshot").unwrap();
-    let (out, _) = cli(
-        &repo,
-        &cache,
-        &[
-            "restore",
-            "-vv",
-            "latest",
-            "--target",
-            &t,
-            "--overwrite",
-            "if-changed",
-            "--delete",
-        ],
-        0,
-    );
     let mut want = all("unchanged");
     want.remove(&("unchanged".to_string(), files[3].clone()));
     want.insert(("updated".to_string(), files[3].clone()));
     want.insert(("deleted".to_string(), format!("{s}/d4/extra")));
+    let changed = ["--overwrite", "if-changed", "--delete"];
+    // A dry run first: the same decisions, nothing changed.
+    let out = restore(&[&changed[..], &["--dry-run"]].concat());
+    assert_eq!(entries(&out), want, "{out}");
+    assert_eq!(
+        fs::read(inside(&files[3])).unwrap(),
+        b"edited in the target"
+    );
+    assert!(inside(&format!("{s}/d4/extra")).exists());
+    let out = restore(&changed);
     assert_eq!(entries(&out), want, "{out}");
     assert_eq!(
         fs::read(inside(&files[3])).unwrap(),
         fs::read(&files[3]).unwrap()
     );
+    assert!(!inside(&format!("{s}/d4/extra")).exists());
 
     // --json into a fresh target: verbose_status objects, files' sizes.
     let fresh = base.path().join("fresh");
@@ -651,7 +645,8 @@ fn restore_vv_tells_each_entrys_outcome() {
         .find(|l| l["message_type"] == "verbose_status" && l["item"] == files[5].as_str())
         .unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!(f5["action"], "restored");
-    assert_eq!(f5["data_size"], fs::metadata(&files[5]).unwrap().len());
+    assert_eq!(f5["size"], fs::metadata(&files[5]).unwrap().len());
+    assert!(f5.get("data_size").is_none(), "{f5}");
     // Without -vv, none.
     let (out, _) = cli(&repo, &cache, &["restore", "latest", "--target", &t], 0);
     assert!(entries(&out).is_empty(), "{out}");
