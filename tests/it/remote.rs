@@ -84,17 +84,25 @@ fn have(cmd: &str) -> bool {
 }
 
 fn start_rclone(dir: &Path, append_only: bool) -> Option<(Server, u16)> {
+    let extra: &[&std::ffi::OsStr] = if append_only {
+        &["--append-only".as_ref()]
+    } else {
+        &[]
+    };
+    start_rclone_with(dir, extra)
+}
+
+/// `rclone serve restic` of `dir` on a free port of 127.0.0.1, with the
+/// test's user and password and `extra` arguments.
+fn start_rclone_with(dir: &Path, extra: &[&std::ffi::OsStr]) -> Option<(Server, u16)> {
     if !have("rclone") && skip("rclone is not installed (Debian package rclone)") {
         return None;
     }
     let port = free_port();
-    let mut c = Command::new("rclone");
-    c.args(["serve", "restic", "--addr", &format!("127.0.0.1:{port}")])
-        .args(["--user", "larder", "--pass", REST_PASS]);
-    if append_only {
-        c.arg("--append-only");
-    }
-    let mut child = c
+    let mut child = Command::new("rclone")
+        .args(["serve", "restic", "--addr", &format!("127.0.0.1:{port}")])
+        .args(["--user", "larder", "--pass", REST_PASS])
+        .args(extra)
         .arg(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -190,24 +198,14 @@ fn test_certificates(dir: &Path) -> Option<()> {
 /// `rclone serve restic` over HTTPS with `srv.pem` and `srv.key` of
 /// `certs` (see [`test_certificates`]).
 fn start_rclone_tls(dir: &Path, certs: &Path) -> Option<(Server, u16)> {
-    if !have("rclone") && skip("rclone is not installed (Debian package rclone)") {
-        return None;
-    }
-    let port = free_port();
-    let mut child = Command::new("rclone")
-        .args(["serve", "restic", "--addr", &format!("127.0.0.1:{port}")])
-        .args(["--user", "larder", "--pass", REST_PASS])
-        .arg("--cert")
-        .arg(certs.join("srv.pem"))
-        .arg("--key")
-        .arg(certs.join("srv.key"))
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_port(port, &mut child);
-    Some((Server { child }, port))
+    let (cert, key) = (certs.join("srv.pem"), certs.join("srv.key"));
+    let extra = [
+        "--cert".as_ref(),
+        cert.as_os_str(),
+        "--key".as_ref(),
+        key.as_os_str(),
+    ];
+    start_rclone_with(dir, &extra)
 }
 
 /// moto's server, its temporary files in `tmp` (not in /tmp, a parent of

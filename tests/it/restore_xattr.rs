@@ -29,6 +29,14 @@ fn user_xattrs(p: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// The restored file `f` and directory `d` below `got` each have exactly
+/// the user attributes `names` (with their values).
+fn both_have(got: &Path, names: &[&str]) {
+    for p in [got.join("f"), got.join("d")] {
+        assert_eq!(user_xattrs(&p), want(names), "{}", p.display());
+    }
+}
+
 fn want(names: &[&str]) -> BTreeMap<String, Vec<u8>> {
     ATTRS
         .iter()
@@ -86,9 +94,7 @@ fn restore(
 fn include_xattr_restores_only_matching_attributes() {
     let (t, src, id) = backed_up();
     let got = restore(&t, &id, &src, "only", &["--include-xattr", "user.keep.*"]);
-    for p in [got.join("f"), got.join("d")] {
-        assert_eq!(user_xattrs(&p), want(&["user.keep.x"]), "{}", p.display());
-    }
+    both_have(&got, &["user.keep.x"]);
     // Repeated: either pattern's matches.
     let got = restore(
         &t,
@@ -102,14 +108,7 @@ fn include_xattr_restores_only_matching_attributes() {
             "user.b",
         ],
     );
-    for p in [got.join("f"), got.join("d")] {
-        assert_eq!(
-            user_xattrs(&p),
-            want(&["user.b", "user.keep.x"]),
-            "{}",
-            p.display()
-        );
-    }
+    both_have(&got, &["user.b", "user.keep.x"]);
     // `*` spans the dots: `user.*` matches all three.
     let got = restore(&t, &id, &src, "star", &["--include-xattr", "user.*"]);
     assert_eq!(
@@ -122,14 +121,7 @@ fn include_xattr_restores_only_matching_attributes() {
 fn exclude_xattr_restores_all_but_matching_attributes() {
     let (t, src, id) = backed_up();
     let got = restore(&t, &id, &src, "but", &["--exclude-xattr", "user.a"]);
-    for p in [got.join("f"), got.join("d")] {
-        assert_eq!(
-            user_xattrs(&p),
-            want(&["user.b", "user.keep.x"]),
-            "{}",
-            p.display()
-        );
-    }
+    both_have(&got, &["user.b", "user.keep.x"]);
     // The whole name must match: `user.keep` is not `user.keep.x`.
     let got = restore(&t, &id, &src, "whole", &["--exclude-xattr", "user.keep"]);
     assert_eq!(
@@ -142,14 +134,7 @@ fn exclude_xattr_restores_all_but_matching_attributes() {
 fn without_the_flags_every_attribute_is_restored() {
     let (t, src, id) = backed_up();
     let got = restore(&t, &id, &src, "all", &[]);
-    for p in [got.join("f"), got.join("d")] {
-        assert_eq!(
-            user_xattrs(&p),
-            want(&["user.a", "user.b", "user.keep.x"]),
-            "{}",
-            p.display()
-        );
-    }
+    both_have(&got, &["user.a", "user.b", "user.keep.x"]);
 }
 
 #[test]
