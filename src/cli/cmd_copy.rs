@@ -8,7 +8,6 @@ use super::progress::{Mode, TermProgress};
 use crate::copy::{self, CopyReport};
 use crate::error::Result;
 use crate::snapshot;
-use std::path::PathBuf;
 
 /// Copy snapshots from another repository into this one (the `--repo`),
 /// without reading the source files again.
@@ -21,13 +20,10 @@ use std::path::PathBuf;
     LARDER_FROM_PASSWORD=... larder -r /mnt/offsite copy --from-repo /srv/backup/repo\n  \
     larder -r /mnt/offsite copy --from-repo /srv/backup/repo --from-password-file ~/.src-pass latest")]
 pub struct Args {
-    /// The repository to copy from.
-    #[arg(long, env = "LARDER_FROM_REPOSITORY")]
-    from_repo: PathBuf,
-    /// A file holding the source repository's password (else
-    /// LARDER_FROM_PASSWORD, else a prompt).
-    #[arg(long, env = "LARDER_FROM_PASSWORD_FILE")]
-    from_password_file: Option<PathBuf>,
+    /// The repository to copy from (--from-repo or --from-repository-file),
+    /// and its password.
+    #[command(flatten)]
+    from: super::from_repo::FromRepo,
     /// Snapshots to copy (ids, prefixes or `latest`); all by default.
     snapshots: Vec<String>,
     #[command(flatten)]
@@ -37,15 +33,15 @@ pub struct Args {
 pub fn run(g: &Global, a: Args) -> Result<i32> {
     crate::interrupt::install_handlers()?;
     let dst = g.open()?;
-    let pass = Global::other_password(a.from_password_file.as_deref())?;
-    let mut src = g.open_other_with(&a.from_repo, pass.clone(), &g.cache_dir())?;
+    let (location, pass) = (a.from.location()?, a.from.password()?);
+    let mut src = g.open_other_with(&location, pass.clone(), &g.cache_dir())?;
     if src.config().id == dst.config().id {
         // Two copies of one repository (one cloned from the other, say
         // with rsync) share its id, and so would share one index cache,
         // which would answer for the wrong one: the source gets its own.
         drop(src);
         let own = g.cache_dir().join("copy-source");
-        src = g.open_other_with(&a.from_repo, pass, &own)?;
+        src = g.open_other_with(&location, pass, &own)?;
     }
     // The lock comes before the snapshots are picked (see `lock_for_reading`).
     let _src_lock = src.lock_for_reading()?;

@@ -3,7 +3,7 @@
 use super::Global;
 use super::global::new_key;
 use super::output::print_json;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::repository::{InitOptions, LEVEL_DEFAULT, Repository};
 use serde::Serialize;
 
@@ -18,14 +18,12 @@ pub struct Args {
     /// Share the chunker and blob IDs with `--from-repo`, so `copy` moves
     /// blobs between the two without re-chunking. This shares the source's
     /// master key: whoever opens either repository can decrypt both.
-    #[arg(long, requires = "from_repo")]
+    #[arg(long)]
     copy_chunker_params: bool,
-    /// The repository whose chunker parameters (and master key) to share.
-    #[arg(long, env = "LARDER_FROM_REPOSITORY")]
-    from_repo: Option<std::path::PathBuf>,
-    /// A file holding `--from-repo`'s password (else LARDER_FROM_PASSWORD).
-    #[arg(long, env = "LARDER_FROM_PASSWORD_FILE")]
-    from_password_file: Option<std::path::PathBuf>,
+    /// The repository whose chunker parameters (and master key) to share,
+    /// and its password.
+    #[command(flatten)]
+    from: super::from_repo::FromRepo,
 }
 
 #[derive(Serialize)]
@@ -43,9 +41,16 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         compression_level: g.compression.unwrap_or_default().level(LEVEL_DEFAULT),
         ..InitOptions::default()
     };
-    let repo = match (&a.from_repo, a.copy_chunker_params) {
-        (Some(from), true) => {
-            let src = g.open_other(from, a.from_password_file.as_deref())?;
+    if a.copy_chunker_params && !a.from.given() {
+        return Err(Error::Usage(
+            "--copy-chunker-params shares another repository's: give --from-repo or \
+             --from-repository-file"
+                .into(),
+        ));
+    }
+    let repo = match a.copy_chunker_params {
+        true => {
+            let src = a.from.open(g, &g.cache_dir())?;
             let opts = InitOptions {
                 chunker: src.config().chunker,
                 ..level
@@ -53,7 +58,7 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             let master = crate::crypto::MasterKey::from_bytes(*src.master().as_bytes());
             Repository::init_with_master(backend, &key, &opts, &g.cache_dir(), master)?
         }
-        _ => Repository::init(backend, &key, &level, &g.cache_dir())?,
+        false => Repository::init(backend, &key, &level, &g.cache_dir())?,
     };
     g.known_repositories()
         .record(&g.location()?, &repo.identity())?;

@@ -184,31 +184,9 @@ impl Global {
         Ok(Arc::from(backend::open(&self.repo_path()?, &opts)?))
     }
 
-    /// Opens a second repository (the source of `copy --from-repo`) with
-    /// this command's connection settings and cache: its passphrase from
-    /// `LARDER_FROM_PASSWORD`, else `password_file`, else a prompt.
-    pub fn open_other(
-        &self,
-        location: &std::path::Path,
-        password_file: Option<&std::path::Path>,
-    ) -> Result<Repository> {
-        let pass = Self::other_password(password_file)?;
-        self.open_other_with(location, pass, &self.cache_dir())
-    }
-
-    /// The source repository's passphrase: `LARDER_FROM_PASSWORD`, else
-    /// `password_file`, else a prompt.
-    pub fn other_password(password_file: Option<&std::path::Path>) -> Result<SecretString> {
-        match std::env::var_os("LARDER_FROM_PASSWORD").filter(|p| !p.is_empty()) {
-            Some(p) => Ok(SecretString::from(p.to_string_lossy().into_owned())),
-            None => match password_file {
-                Some(f) => read_password_file(f),
-                None => prompt_password("enter password for the source repository: "),
-            },
-        }
-    }
-
-    /// [`Global::open_other`] with the passphrase given and the index
+    /// Opens a second repository (the other of `copy` and `init
+    /// --copy-chunker-params`, see [`super::from_repo::FromRepo`]) with this
+    /// command's connection settings, the passphrase given and the index
     /// cache under `cache_root`.
     pub fn open_other_with(
         &self,
@@ -259,25 +237,10 @@ impl Global {
         if let Some(f) = &self.password_file {
             return read_password_file(f).map(Some);
         }
-        let Some(cmd) = &self.password_command else {
-            return Ok(None);
-        };
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(cmd)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| Error::Usage(format!("password command {cmd:?}: {e}")))?;
-        if !out.status.success() {
-            return Err(Error::Usage(format!(
-                "password command {cmd:?} failed with {}",
-                out.status
-            )));
+        match &self.password_command {
+            Some(cmd) => run_password_command(cmd).map(Some),
+            None => Ok(None),
         }
-        let s = String::from_utf8_lossy(&out.stdout);
-        Ok(Some(SecretString::from(
-            s.lines().next().unwrap_or("").to_string(),
-        )))
     }
 
     /// The credential that opens the repository.
@@ -376,6 +339,28 @@ impl Global {
     }
 }
 
+/// Runs `cmd` with `sh -c` (standard input from /dev/null) and takes its
+/// first output line as a password; a command that cannot start or fails
+/// is an error naming it.
+pub fn run_password_command(cmd: &str) -> Result<SecretString> {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| Error::Usage(format!("password command {cmd:?}: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::Usage(format!(
+            "password command {cmd:?} failed with {}",
+            out.status
+        )));
+    }
+    let s = String::from_utf8_lossy(&out.stdout);
+    Ok(SecretString::from(
+        s.lines().next().unwrap_or("").to_string(),
+    ))
+}
+
 /// Reads the first line of a password file.
 pub fn read_password_file(f: &std::path::Path) -> Result<SecretString> {
     let s = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
@@ -462,7 +447,7 @@ fn warn(problem: &str) {
 /// The first line of `file`, trimmed, as a repository location; a file
 /// that cannot be read, or whose first line is empty, is an error naming
 /// it. At most 64 KiB are read.
-fn repository_from_file(file: &std::path::Path) -> Result<PathBuf> {
+pub(super) fn repository_from_file(file: &std::path::Path) -> Result<PathBuf> {
     use std::io::Read;
     let mut text = String::new();
     std::fs::File::open(file)

@@ -34,6 +34,7 @@ mod cmd_tag;
 mod cmd_unlock;
 mod cmd_version;
 mod filter;
+mod from_repo;
 mod global;
 mod ncdu;
 mod no_cache;

@@ -765,3 +765,81 @@ fn copy_between_two_clones_of_one_repository() {
         &[OsStr::new("check"), OsStr::new("--read-data")],
     );
 }
+
+/// restic's other ways to name the source of `copy` (and of `init
+/// --copy-chunker-params`): `--from-repository-file` (its first line) and
+/// `--from-password-command`; `--from-repo` with `--from-repository-file`
+/// is refused, as is a password command that fails (named), and
+/// `--copy-chunker-params` with no source.
+#[test]
+fn copy_from_a_repository_file_with_a_password_command() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, dst, cache) = (
+        base.path().join("repo"),
+        base.path().join("dst"),
+        base.path().join("cache"),
+    );
+    let src = base.path().join("src");
+    write(&src.join("a.txt"), b"alpha");
+    ok(&repo, &cache, &[OsStr::new("init")]);
+    ok(&repo, &cache, &[OsStr::new("backup"), src.as_os_str()]);
+    ok(&dst, &cache, &[OsStr::new("init")]);
+    let location = base.path().join("from-repository");
+    write(&location, format!("{}\n", repo.display()).as_bytes());
+    let pass = base.path().join("pass");
+    write(&pass, crate::common::PASS.as_bytes());
+    let copy = |extra: &[&OsStr]| {
+        let mut c = larder(&dst, &cache);
+        c.env_remove("LARDER_FROM_PASSWORD")
+            .args(["--json", "copy", "--from-repository-file"])
+            .arg(&location)
+            .args(extra);
+        crate::support::run(c)
+    };
+    let cat = format!("cat {}", pass.display());
+    let (code, out, err) = copy(&[OsStr::new("--from-password-command"), OsStr::new(&cat)]);
+    assert_eq!(code, 0, "{err}");
+    let summary = crate::support::json_lines(&out).pop().unwrap();
+    assert_eq!(summary["copied"].as_array().unwrap().len(), 1, "{summary}");
+    let out = ok(
+        &dst,
+        &cache,
+        &[OsStr::new("--json"), OsStr::new("snapshots")],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+
+    let (code, _, err) = copy(&[OsStr::new("--from-password-command"), OsStr::new("false")]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("password command \"false\" failed"), "{err}");
+    let (code, _, err) = copy(&[OsStr::new("--from-repo"), repo.as_os_str()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("give one"), "{err}");
+
+    let shared = base.path().join("shared");
+    let mut init = larder(&shared, &cache);
+    init.env_remove("LARDER_FROM_PASSWORD")
+        .args(["init", "--copy-chunker-params", "--from-repository-file"])
+        .arg(&location)
+        .arg("--from-password-command")
+        .arg(&cat);
+    let (code, _, err) = crate::support::run(init);
+    assert_eq!(code, 0, "{err}");
+    // It shares the source's master key: a copy keeps the trees' ids
+    // (a repository of its own re-chunks them under other ids).
+    let trees = |r: &Path| -> Vec<String> {
+        let out = ok(r, &cache, &[OsStr::new("--json"), OsStr::new("snapshots")]);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let list = v.as_array().unwrap().iter();
+        list.map(|s| s["tree"].as_str().unwrap().to_string())
+            .collect()
+    };
+    run_ok(copy_cmd(&shared, &cache, &repo));
+    assert_eq!(trees(&shared), trees(&repo));
+    assert_ne!(trees(&dst), trees(&repo));
+    let mut init = larder(&base.path().join("none"), &cache);
+    init.args(["init", "--copy-chunker-params"]);
+    let (code, _, err) = crate::support::run(init);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--from-repository-file"), "{err}");
+}
