@@ -60,17 +60,22 @@ struct Marker {
 }
 
 impl Marker {
-    fn parse(spec: &str) -> Marker {
-        match spec.split_once(':') {
-            Some((name, header)) => Marker {
-                name: name.to_string(),
-                header: Some(header.as_bytes().to_vec()),
-            },
-            None => Marker {
-                name: spec.to_string(),
-                header: None,
-            },
+    /// `NAME[:HEADER]`, split at the first `:`; an empty header asks for
+    /// the name alone, and an empty name is refused (as restic does).
+    fn parse(spec: &str) -> Result<Marker> {
+        let (name, header) = match spec.split_once(':') {
+            Some((name, header)) => (name, Some(header).filter(|h| !h.is_empty())),
+            None => (spec, None),
+        };
+        if name.is_empty() {
+            return Err(Error::Usage(format!(
+                "--exclude-if-present {spec:?}: no file name (NAME or NAME:HEADER)"
+            )));
         }
+        Ok(Marker {
+            name: name.to_string(),
+            header: header.map(|h| h.as_bytes().to_vec()),
+        })
     }
 
     /// Whether the marker file in `dir` (known to be there) begins with
@@ -159,7 +164,7 @@ impl Excluder {
                     .exclude_if_present
                     .iter()
                     .map(|s| Marker::parse(s))
-                    .collect(),
+                    .collect::<Result<_>>()?,
                 caches: o.exclude_caches,
             },
             larger_than: o.exclude_larger_than,
@@ -264,7 +269,7 @@ mod tests {
         for caches in [false, true] {
             let rules = DirRules {
                 if_present: [".nobackup", "sub/.keepout", "TAG:exclude me"]
-                    .map(Marker::parse)
+                    .map(|m| Marker::parse(m).unwrap())
                     .to_vec(),
                 caches,
             };
@@ -290,5 +295,20 @@ mod tests {
             "headed+",
         ];
         assert_eq!(excluded, want);
+    }
+
+    /// `NAME:` is the name alone; an empty name is refused.
+    #[test]
+    fn markers_parse_as_restics() {
+        let m = Marker::parse("TAG:a:b").unwrap();
+        assert_eq!(
+            (m.name.as_str(), m.header.as_deref()),
+            ("TAG", Some(&b"a:b"[..]))
+        );
+        assert_eq!(Marker::parse(".nobackup:").unwrap().header, None);
+        for bad in ["", ":header", ":"] {
+            let e = Marker::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("no file name"), "{bad:?}: {e}");
+        }
     }
 }

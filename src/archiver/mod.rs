@@ -293,9 +293,10 @@ pub fn backup(
     })
 }
 
-/// The parent snapshot: `--parent`, else the latest in the new snapshot's
-/// group (`--group-by`: by default of this host with the same paths, as
-/// restic). `paths` are sorted.
+/// The parent snapshot: `--parent`, else the latest of the new snapshot's
+/// group (`--group-by`, by default `host,paths`), as restic picks it: of
+/// this host, holding every path of this backup (and maybe more), and
+/// every tag given (and maybe more), for the parts grouped by.
 fn find_parent(
     repo: &Repository,
     opts: &BackupOptions,
@@ -306,27 +307,22 @@ fn find_parent(
         return snapshot::resolve(repo, r, &Filter::default()).map(Some);
     }
     let by = opts.group_by;
-    let mut tags = opts.tags.clone();
-    tags.sort();
-    let want = crate::retention::GroupKey {
-        hostname: if by.host {
-            hostname.to_string()
-        } else {
-            String::new()
-        },
-        paths: (by.paths && !paths.is_empty()).then(|| paths.to_vec()),
-        tags: (by.tags && !tags.is_empty()).then_some(tags),
-    };
     let f = Filter {
         hosts: if by.host {
             vec![hostname.to_string()]
         } else {
             Vec::new()
         },
-        ..Filter::default()
+        paths: if by.paths { paths.to_vec() } else { Vec::new() },
+        tags: if by.tags {
+            opts.tags.clone()
+        } else {
+            Vec::new()
+        },
     };
+    // `Filter::matches`: the host given, all these paths, all these tags.
     let (list, _) = snapshot::list(repo, &f)?;
-    Ok(list.into_iter().rev().find(|(_, s)| by.key_of(s) == want))
+    Ok(list.into_iter().next_back())
 }
 
 /// Walks `paths` on this thread while the storing stage seals and packs on

@@ -73,8 +73,8 @@ pub struct Args {
     /// Do not cross filesystem boundaries.
     #[arg(short = 'x', long)]
     pub one_file_system: bool,
-    /// Tag the snapshot (repeatable).
-    #[arg(long)]
+    /// Tag the snapshot (repeatable; `a,b` gives two tags, as restic).
+    #[arg(long, value_delimiter = ',')]
     pub tag: Vec<String>,
     /// Record this host name instead of the machine's (and find the
     /// parent among its snapshots).
@@ -89,9 +89,9 @@ pub struct Args {
     /// Compare against this snapshot instead of the latest matching one.
     #[arg(long)]
     pub parent: Option<String>,
-    /// Which earlier snapshots the parent is picked from: the latest with
-    /// the same host, paths and/or tags as this one ('' for the latest of
-    /// all), as restic's flag.
+    /// Which earlier snapshots the parent is picked from, as restic's flag:
+    /// the latest of the same host, holding this backup's paths and/or the
+    /// tags given (maybe among more); '' for the latest of all.
     #[arg(short = 'g', long, value_name = "GROUP", default_value = "host,paths", value_parser = super::filter::group_by)]
     pub group_by: crate::retention::GroupBy,
     /// Record access times too (off by default: they churn trees).
@@ -218,8 +218,13 @@ fn print_summary(res: &BackupResult) {
         s.dirs_new, s.dirs_changed, s.dirs_unmodified
     );
     let size = super::cmd_stats::human_bytes;
+    let verb = if res.snapshot_id.is_none() && !res.skipped {
+        "Would add to the repository"
+    } else {
+        "Added to the repository"
+    };
     println!(
-        "Added to the repository: {} ({} stored)",
+        "{verb}: {} ({} stored)",
         size(s.data_added_plain),
         size(s.data_added)
     );

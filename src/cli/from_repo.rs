@@ -4,7 +4,7 @@
 //! `--from-password-command` or a prompt.
 
 use super::Global;
-use super::global::{prompt_password, read_password_file, run_password_command};
+use super::global::{given_password, prompt_password};
 use crate::error::{Error, Result};
 use crate::repository::Repository;
 use age::secrecy::SecretString;
@@ -53,15 +53,20 @@ impl FromRepo {
     }
 
     /// The other repository's password: `LARDER_FROM_PASSWORD`, else the
-    /// file, else the command, else a prompt.
+    /// file, else the command (not both), else a prompt: the order of the
+    /// main repository's.
     pub fn password(&self) -> Result<SecretString> {
-        if let Some(p) = std::env::var_os("LARDER_FROM_PASSWORD").filter(|p| !p.is_empty()) {
-            return Ok(SecretString::from(p.to_string_lossy().into_owned()));
-        }
-        match (&self.from_password_file, &self.from_password_command) {
-            (Some(f), _) => read_password_file(f),
-            (None, Some(cmd)) => run_password_command(cmd),
-            (None, None) => prompt_password("enter password for the other repository: "),
+        let given = given_password(
+            "LARDER_FROM_PASSWORD",
+            ("--from-password-file", self.from_password_file.as_deref()),
+            (
+                "--from-password-command",
+                self.from_password_command.as_deref(),
+            ),
+        )?;
+        match given {
+            Some(p) => Ok(p),
+            None => prompt_password("enter password for the other repository: "),
         }
     }
 

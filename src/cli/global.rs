@@ -231,16 +231,11 @@ impl Global {
     /// The passphrase given without a prompt: LARDER_PASSWORD, the password
     /// file or the password command, if any.
     fn given_passphrase(&self) -> Result<Option<SecretString>> {
-        if let Some(p) = std::env::var_os("LARDER_PASSWORD").filter(|p| !p.is_empty()) {
-            return Ok(Some(SecretString::from(p.to_string_lossy().into_owned())));
-        }
-        if let Some(f) = &self.password_file {
-            return read_password_file(f).map(Some);
-        }
-        match &self.password_command {
-            Some(cmd) => run_password_command(cmd).map(Some),
-            None => Ok(None),
-        }
+        given_password(
+            "LARDER_PASSWORD",
+            ("--password-file", self.password_file.as_deref()),
+            ("--password-command", self.password_command.as_deref()),
+        )
     }
 
     /// The credential that opens the repository.
@@ -342,23 +337,62 @@ impl Global {
 /// Runs `cmd` with `sh -c` (standard input from /dev/null) and takes its
 /// first output line as a password; a command that cannot start or fails
 /// is an error naming it.
+/// Its standard error goes to ours (so its own complaint shows); at most
+/// 64 KiB of its output are read.
 pub fn run_password_command(cmd: &str) -> Result<SecretString> {
-    let out = std::process::Command::new("sh")
+    use std::io::Read;
+    let bad = |e: std::io::Error| Error::Usage(format!("password command {cmd:?}: {e}"));
+    let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(cmd)
         .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| Error::Usage(format!("password command {cmd:?}: {e}")))?;
-    if !out.status.success() {
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .map_err(bad)?;
+    let mut out = Vec::new();
+    let read = match child.stdout.take() {
+        Some(s) => s.take(64 << 10).read_to_end(&mut out).map(|_| ()),
+        None => Ok(()),
+    };
+    // Whatever it would print beyond the limit is not waited for.
+    if read.is_err() || out.len() >= 64 << 10 {
+        let _ = child.kill();
+    }
+    let status = child.wait().map_err(bad)?;
+    read.map_err(bad)?;
+    if !status.success() {
         return Err(Error::Usage(format!(
-            "password command {cmd:?} failed with {}",
-            out.status
+            "password command {cmd:?} failed with {status}"
         )));
     }
-    let s = String::from_utf8_lossy(&out.stdout);
+    let s = String::from_utf8_lossy(&out);
     Ok(SecretString::from(
         s.lines().next().unwrap_or("").to_string(),
     ))
+}
+
+/// A password given without a prompt: the variable `env`, else the file,
+/// else the command (each named by its flag); the file and the command
+/// together are refused, as restic refuses them.
+pub fn given_password(
+    env: &str,
+    (file_flag, file): (&str, Option<&std::path::Path>),
+    (command_flag, command): (&str, Option<&str>),
+) -> Result<Option<SecretString>> {
+    if file.is_some() && command.is_some() {
+        return Err(Error::Usage(format!(
+            "{file_flag} and {command_flag} both give the password: give one"
+        )));
+    }
+    if let Some(p) = std::env::var_os(env).filter(|p| !p.is_empty()) {
+        return Ok(Some(SecretString::from(p.to_string_lossy().into_owned())));
+    }
+    match (file, command) {
+        (Some(f), _) => read_password_file(f).map(Some),
+        (None, Some(cmd)) => run_password_command(cmd).map(Some),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Reads the first line of a password file.

@@ -1,7 +1,11 @@
 //! `--no-cache`: a cache directory of the command's own in the system's
 //! temporary directory (`TMPDIR`), owner-only, removed when the command
-//! ends. A command killed with SIGKILL leaves it behind (as any temporary
-//! file); its name says what it is.
+//! ends, even by an error or a panic. A command killed by a signal it does
+//! not handle (SIGKILL; SIGINT or SIGTERM for the commands that only read,
+//! which install no handler; a second SIGINT) leaves it behind, as any
+//! temporary file; its name says what it is. A backup without a cache also
+//! looks for packs a killed run left unindexed, as on a new machine (it
+//! lists every pack).
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

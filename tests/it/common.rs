@@ -100,7 +100,9 @@ pub fn larder(repo: &Path, cache: &Path) -> std::process::Command {
         .env_remove("LARDER_REPOSITORY_FILE")
         .env_remove("LARDER_CACERT")
         .env_remove("LARDER_READ_CONCURRENCY")
+        .env_remove("LARDER_FROM_REPOSITORY")
         .env_remove("LARDER_FROM_REPOSITORY_FILE")
+        .env_remove("LARDER_FROM_PASSWORD_FILE")
         .env_remove("LARDER_FROM_PASSWORD_COMMAND");
     c
 }

@@ -809,9 +809,23 @@ fn copy_from_a_repository_file_with_a_password_command() {
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 1);
 
-    let (code, _, err) = copy(&[OsStr::new("--from-password-command"), OsStr::new("false")]);
+    // A failing command is named, and what it says on stderr shows.
+    let says = "echo no such entry >&2; false";
+    let (code, _, err) = copy(&[OsStr::new("--from-password-command"), OsStr::new(says)]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("password command \"false\" failed"), "{err}");
+    assert!(err.contains("no such entry"), "{err}");
+    assert!(
+        err.contains(&format!("password command {says:?} failed")),
+        "{err}"
+    );
+    let (code, _, err) = copy(&[
+        OsStr::new("--from-password-command"),
+        OsStr::new(&cat),
+        OsStr::new("--from-password-file"),
+        pass.as_os_str(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("both give the password"), "{err}");
     let (code, _, err) = copy(&[OsStr::new("--from-repo"), repo.as_os_str()]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("give one"), "{err}");

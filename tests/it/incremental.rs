@@ -659,11 +659,12 @@ fn pack_size_sets_the_size_of_the_packs_a_run_writes() {
     crate::faults::check_passes(&repo, &cache, true, "after runs with other pack sizes");
 }
 
-/// `backup --group-by` (restic's flag) picks the parent from the latest
-/// snapshot of the new one's group: by default the same host and paths;
-/// `host` alone takes the host's latest of any paths (and its files count
-/// as unmodified); with `tags`, a snapshot of other tags is not a parent;
-/// `''` takes the latest of any host. A bad value is refused by name.
+/// `backup --group-by` (restic's flag) picks the parent as restic does:
+/// the latest snapshot of this host (with `host`) that holds every path of
+/// this backup (with `paths`) and every tag given (with `tags`), each
+/// maybe among more; `''` takes the latest of all. The files of a parent
+/// count as unmodified. `--tag a,b` gives two tags, as restic. A bad value
+/// is refused by name.
 #[test]
 fn group_by_picks_the_parent_from_the_snapshots_group() {
     let t = crate::faults::cli_repo();
@@ -678,11 +679,9 @@ fn group_by_picks_the_parent_from_the_snapshots_group() {
     let id = |s: &serde_json::Value| s["snapshot_id"].as_str().unwrap().to_string();
     let (pa, pb) = (path_str(&a), path_str(&b));
     let only_a = run(&["--host", "h", "--tag", "x", pa]);
+    // No snapshot holds both paths yet: no parent by default.
     let both = run(&["--host", "h", pa, pb]);
-    assert!(
-        both["parent"].is_null(),
-        "other paths: no parent by default: {both}"
-    );
+    assert!(both["parent"].is_null(), "{both}");
     assert_eq!(both["files_new"], 5);
 
     // By host alone: the host's latest, whatever its paths (b's files
@@ -697,20 +696,30 @@ fn group_by_picks_the_parent_from_the_snapshots_group() {
         (Some(2), Some(0)),
         "{b_by_host}"
     );
-    // Default: the latest with the same host and paths.
+    // Default: the latest holding a's path, here with b's too (not
+    // b_by_host's, which holds b's only).
     let again = run(&["--host", "h", pa]);
-    assert_eq!(again["parent"], id(&only_a).as_str(), "{again}");
+    assert_eq!(again["parent"], id(&both).as_str(), "{again}");
     let by_host = run(&["--host", "h", "--group-by", "host", pa]);
     assert_eq!(by_host["parent"], id(&again).as_str(), "{by_host}");
     assert_eq!(by_host["files_unmodified"], 3, "{by_host}");
-    // With tags: only a snapshot of the same tags (only_a's x).
+    // With tags: a snapshot holding the tags given (only_a's x).
     let tagged = run(&["--host", "h", "--tag", "x", "-g", "host,paths,tags", pa]);
     assert_eq!(tagged["parent"], id(&only_a).as_str(), "{tagged}");
     let other = run(&["--host", "h", "--tag", "y", "-g", "host,tags", pa]);
     assert!(other["parent"].is_null(), "no snapshot tagged y: {other}");
+    // Among more tags (`--tag y,daily` is two tags); no tag given, any.
+    let yd = run(&["--host", "h", "--tag", "y,daily", pa]);
+    let y = run(&["--host", "h", "--tag", "y", "-g", "host,tags", pa]);
+    assert_eq!(y["parent"], id(&yd).as_str(), "{y}");
+    let any = run(&["--host", "h", "-g", "host,tags", pa]);
+    assert_eq!(any["parent"], id(&y).as_str(), "{any}");
+    let listed = crate::faults::larder_ok(&repo, &cache, &["--json", "snapshots", &id(&yd)]);
+    let v: serde_json::Value = serde_json::from_str(&listed.out).unwrap();
+    assert_eq!(v[0]["tags"], serde_json::json!(["y", "daily"]), "{v}");
     // '': the latest of every host.
     let elsewhere = run(&["--host", "other", "-g", "", pa]);
-    assert_eq!(elsewhere["parent"], id(&other).as_str(), "{elsewhere}");
+    assert_eq!(elsewhere["parent"], id(&any).as_str(), "{elsewhere}");
     let plain = run(&["--host", "other2", pa]);
     assert!(
         plain["parent"].is_null(),
