@@ -217,7 +217,7 @@ fn print_summary(res: &BackupResult) {
         "Dirs:        {:>6} new, {:>6} changed, {:>6} unmodified",
         s.dirs_new, s.dirs_changed, s.dirs_unmodified
     );
-    let size = super::cmd_stats::human_bytes;
+    let size = super::output::human_bytes;
     let verb = if res.snapshot_id.is_none() && !res.skipped {
         "Would add to the repository"
     } else {

@@ -1,7 +1,7 @@
 //! `larder cache`: list the local cache directories, or remove old ones.
 
 use super::Global;
-use super::cmd_stats::human_bytes;
+use super::output::human_bytes;
 use super::output::{print_json, safe};
 use crate::error::Result;
 use crate::repository::cache_dirs::{self, CacheDir};

@@ -3,7 +3,8 @@
 //! or restic's fixed slice `n/t`).
 
 use super::Global;
-use super::cmd_stats::{age_text, human_bytes};
+use super::cmd_stats::age_text;
+use super::output::human_bytes;
 use super::output::{print_json, safe};
 use super::progress::{Mode, TermProgress};
 use crate::check::rotation::{Coverage, DataSubset};

@@ -167,7 +167,7 @@ fn print_table(list: &[(Id, Snapshot)], compact: bool) {
         let size = if s.summary == Summary::default() {
             String::new()
         } else {
-            super::cmd_stats::human_bytes(s.summary.total_bytes)
+            super::output::human_bytes(s.summary.total_bytes)
         };
         println!("{head} {size:>11}  {}", safe(&s.paths.join(" ")));
     }

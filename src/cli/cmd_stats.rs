@@ -4,7 +4,7 @@
 
 use super::Global;
 use super::filter::FilterArgs;
-use super::output::{print_json, safe};
+use super::output::{human_bytes, print_json, safe};
 use crate::error::{Error, Result};
 use crate::maintenance::stats::{self, Mode, RepositoryStats, SnapshotStats};
 
@@ -155,21 +155,6 @@ fn print_repository(t: &RepositoryStats) {
             t.missing_blobs
         );
     }
-}
-
-/// `1.234 GiB`, as restic prints sizes.
-pub(super) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.3} {}", UNITS[u])
 }
 
 /// An age as text: `3 days old`, `5 hours old`, `from just now`.

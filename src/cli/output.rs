@@ -96,14 +96,25 @@ pub fn warn_vanished(ids: &[String]) -> i32 {
     i32::from(!ids.is_empty())
 }
 
+/// `1.234 GiB`, as restic prints sizes.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.3} {}", UNITS[u])
+}
+
 /// A size as `ls -l` and `find` print it: bytes, or with `human` (their
 /// `--human-readable`) KiB, MiB, GiB as restic prints them.
 pub fn size_text(n: u64, human: bool) -> String {
-    if human {
-        super::cmd_stats::human_bytes(n)
-    } else {
-        n.to_string()
-    }
+    if human { human_bytes(n) } else { n.to_string() }
 }
 
 #[cfg(test)]
