@@ -226,8 +226,53 @@ fn clear_part(header: &KeyHeader) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Wraps `master` into a new key file's bytes.
+/// Who a key file says made it (`key list` shows it): this machine's host
+/// and user, or what `key add --host/--user` gives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLabel {
+    pub hostname: String,
+    pub username: String,
+}
+
+/// The longest host or user name a key file is given.
+pub const MAX_LABEL_LEN: usize = 255;
+
+impl KeyLabel {
+    /// This process's host and user.
+    pub fn this_process() -> KeyLabel {
+        KeyLabel {
+            hostname: hostname(),
+            username: username(),
+        }
+    }
+
+    /// This process's host and user, each replaced by the one given;
+    /// one longer than [`MAX_LABEL_LEN`] bytes, or holding a control
+    /// character, is refused.
+    pub fn given(host: Option<&str>, user: Option<&str>) -> Result<KeyLabel> {
+        let check = |flag: &str, v: &str| {
+            if v.len() > MAX_LABEL_LEN || v.chars().any(char::is_control) {
+                return Err(Error::Usage(format!(
+                    "{flag} {v:?}: at most {MAX_LABEL_LEN} bytes, no control characters"
+                )));
+            }
+            Ok(v.to_string())
+        };
+        let here = KeyLabel::this_process();
+        Ok(KeyLabel {
+            hostname: host.map_or(Ok(here.hostname), |h| check("--host", h))?,
+            username: user.map_or(Ok(here.username), |u| check("--user", u))?,
+        })
+    }
+}
+
+/// Wraps `master` into a new key file's bytes, labelled as made here.
 pub fn make_key_file(master: &MasterKey, new: &NewKey) -> Result<Vec<u8>> {
+    make_key_file_as(master, new, &KeyLabel::this_process())
+}
+
+/// Wraps `master` into a new key file's bytes, labelled `label`.
+pub fn make_key_file_as(master: &MasterKey, new: &NewKey, label: &KeyLabel) -> Result<Vec<u8>> {
     use chacha20poly1305::aead::{Aead, KeyInit, Payload};
     match new {
         NewKey::Passphrase { pass, work_factor } => {
@@ -242,8 +287,8 @@ pub fn make_key_file(master: &MasterKey, new: &NewKey) -> Result<Vec<u8>> {
                 scrypt_r: SCRYPT_R,
                 scrypt_p: SCRYPT_P,
                 created: now_secs(),
-                hostname: hostname(),
-                username: username(),
+                hostname: label.hostname.clone(),
+                username: label.username.clone(),
                 recipient: String::new(),
             };
             let mut out = clear_part(&header)?;
@@ -275,8 +320,8 @@ pub fn make_key_file(master: &MasterKey, new: &NewKey) -> Result<Vec<u8>> {
                 scrypt_r: 0,
                 scrypt_p: 0,
                 created: now_secs(),
-                hostname: hostname(),
-                username: username(),
+                hostname: label.hostname.clone(),
+                username: label.username.clone(),
                 recipient: r.to_string(),
             };
             let mut out = clear_part(&header)?;
@@ -392,6 +437,16 @@ fn open_parts(
 /// Writes a new key file and returns its id. Refuses to make more than
 /// [`MAX_KEYS_TRIED`] keys of one kind, which opening would not all try.
 pub fn add_key(backend: &dyn Backend, master: &MasterKey, new: &NewKey) -> Result<Id> {
+    add_key_as(backend, master, new, &KeyLabel::this_process())
+}
+
+/// [`add_key`], the key file labelled `label`.
+pub fn add_key_as(
+    backend: &dyn Backend,
+    master: &MasterKey,
+    new: &NewKey,
+    label: &KeyLabel,
+) -> Result<Id> {
     let kind = new.kind();
     let have = list_keys(backend)?
         .keys
@@ -405,7 +460,7 @@ pub fn add_key(backend: &dyn Backend, master: &MasterKey, new: &NewKey) -> Resul
             kind.label()
         )));
     }
-    let bytes = make_key_file(master, new)?;
+    let bytes = make_key_file_as(master, new, label)?;
     let id = Id::of_object(&bytes);
     backend.write(Kind::Key, &id.to_hex(), &bytes)?;
     Ok(id)

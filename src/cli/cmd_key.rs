@@ -27,7 +27,7 @@ enum KeyCmd {
     List,
     /// Add a key (new passphrase, or an age recipient).
     #[command(
-        after_help = "Examples:\n  larder key add --new-password-file ~/.config/larder/second\n  \
+        after_help = "Examples:\n  larder key add --new-password-file ~/.config/larder/second --host nas --user backup\n  \
         larder key add --recipient age1..."
     )]
     Add {
@@ -40,6 +40,8 @@ enum KeyCmd {
         /// `--identity`.
         #[arg(long, value_name = "AGE_RECIPIENT")]
         recipient: Option<String>,
+        #[command(flatten)]
+        label: LabelArgs,
     },
     /// Remove a key by id (or unique prefix).
     #[command(after_help = "Example:\n  larder key remove 1a2b3c4d")]
@@ -54,7 +56,27 @@ enum KeyCmd {
         /// of asking for it twice.
         #[arg(long, value_name = "FILE")]
         new_password_file: Option<PathBuf>,
+        #[command(flatten)]
+        label: LabelArgs,
     },
+}
+
+/// restic's `key add/passwd --host/--user`: who `key list` says made the
+/// new key.
+#[derive(clap::Args, Debug)]
+struct LabelArgs {
+    /// The host name the new key records (this machine's by default).
+    #[arg(long = "host", value_name = "HOST")]
+    key_host: Option<String>,
+    /// The user name the new key records (yours by default).
+    #[arg(long = "user", value_name = "USER")]
+    key_user: Option<String>,
+}
+
+impl LabelArgs {
+    fn label(&self) -> Result<crate::keys::KeyLabel> {
+        crate::keys::KeyLabel::given(self.key_host.as_deref(), self.key_user.as_deref())
+    }
 }
 
 /// A key as `key list --json` shows it: its header, or why it is unreadable.
@@ -82,9 +104,11 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
         KeyCmd::Add {
             new_password_file,
             recipient,
+            label,
         } => {
+            let label = label.label()?;
             let key = new_key(g, recipient.as_deref(), new_password_file.as_deref(), false)?;
-            let id = repo.add_key(&key)?;
+            let id = repo.add_key_as(&key, &label)?;
             if g.json {
                 print_json(&Added { id: id.to_hex() });
             } else if !g.quiet {
@@ -97,9 +121,13 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
                 println!("removed key {id}");
             }
         }
-        KeyCmd::Passwd { new_password_file } => {
+        KeyCmd::Passwd {
+            new_password_file,
+            label,
+        } => {
+            let label = label.label()?;
             let key = new_key(g, None, new_password_file.as_deref(), false)?;
-            let id = repo.change_key(&key)?;
+            let id = repo.change_key_as(&key, &label)?;
             if !g.quiet {
                 println!(
                     "saved new key as {id}; removed the old key {}",

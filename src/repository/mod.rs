@@ -418,8 +418,14 @@ impl Repository {
     /// maintenance lock (see [`Repository::remove_key`]), so two processes
     /// adding keys at once cannot pass [`keys::MAX_KEYS_TRIED`] together.
     pub fn add_key(&self, new: &NewKey) -> Result<Id> {
+        self.add_key_as(new, &keys::KeyLabel::this_process())
+    }
+
+    /// [`Repository::add_key`], the key labelled `label` (`key add
+    /// --host/--user`).
+    pub fn add_key_as(&self, new: &NewKey, label: &keys::KeyLabel) -> Result<Id> {
         let _lock = self.lock_maintenance()?;
-        keys::add_key(self.backend.as_ref(), &self.master, new)
+        keys::add_key_as(self.backend.as_ref(), &self.master, new, label)
     }
 
     /// Removes key `id`; refuses the key in use and the last key.
@@ -455,8 +461,13 @@ impl Repository {
     /// [`Repository::remove_key`]). Killed between the two steps, it
     /// leaves both keys, each of which opens the repository.
     pub fn change_key(&self, new: &NewKey) -> Result<Id> {
+        self.change_key_as(new, &keys::KeyLabel::this_process())
+    }
+
+    /// [`Repository::change_key`], the new key labelled `label`.
+    pub fn change_key_as(&self, new: &NewKey, label: &keys::KeyLabel) -> Result<Id> {
         let lock = self.lock_maintenance()?;
-        let id = keys::add_key(self.backend.as_ref(), &self.master, new)?;
+        let id = keys::add_key_as(self.backend.as_ref(), &self.master, new, label)?;
         lock.check()?;
         self.backend.delete(Kind::Key, &self.key_id.to_hex())?;
         Ok(id)

@@ -158,6 +158,76 @@ fn cli_key_add_list_remove() {
     assert_eq!(code, 12);
 }
 
+/// `key add --host --user` and `key passwd --host --user` (restic's
+/// flags): `key list` shows the names given for the new key, the others
+/// keep this machine's; a name with a control character, or longer than
+/// 255 bytes, is refused and adds no key.
+#[test]
+fn cli_key_host_and_user_label_the_new_key() {
+    let t = TestRepo::new();
+    t.init();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let np = t.dir.path().join("new");
+    std::fs::write(&np, "another pass\n").unwrap();
+    let list_with = |pass: &str| -> Vec<serde_json::Value> {
+        let (_, out, err) = run(larder(&repo, &cache)
+            .env("LARDER_PASSWORD", pass)
+            .args(["key", "list", "--json"]));
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {err}"))
+    };
+    let list = || list_with(crate::common::PASS);
+    let first = list();
+    let (code, out, err) = run(larder(&repo, &cache)
+        .args([
+            "key",
+            "add",
+            "--json",
+            "--host",
+            "nas",
+            "--user",
+            "backup",
+            "--new-password-file",
+        ])
+        .arg(&np));
+    assert_eq!(code, 0, "{err}");
+    let added: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let keys = list();
+    let new = keys.iter().find(|k| k["id"] == added["id"]).unwrap();
+    assert_eq!(
+        (new["hostname"].as_str(), new["username"].as_str()),
+        (Some("nas"), Some("backup"))
+    );
+    let old = keys.iter().find(|k| k["id"] == first[0]["id"]).unwrap();
+    assert_eq!(old["hostname"], first[0]["hostname"]);
+    assert_ne!(old["hostname"], "nas");
+
+    let long = "h".repeat(256);
+    for (flag, bad) in [("--host", long.as_str()), ("--user", "a\nb")] {
+        let (code, _, err) = run(larder(&repo, &cache)
+            .args(["key", "add", flag, bad, "--new-password-file"])
+            .arg(&np));
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains(flag) && err.contains("at most 255 bytes"),
+            "{err}"
+        );
+    }
+    assert_eq!(list().len(), 2);
+
+    // passwd: the key in use is replaced by one labelled as asked.
+    let (code, _, err) = run(larder(&repo, &cache)
+        .args(["key", "passwd", "--host", "laptop", "--new-password-file"])
+        .arg(&np));
+    assert_eq!(code, 0, "{err}");
+    // The first key is gone: the second passphrase opens.
+    let keys = list_with("another pass");
+    assert_eq!(keys.len(), 2);
+    assert!(keys.iter().all(|k| k["id"] != first[0]["id"]), "{keys:?}");
+    let replaced = keys.iter().find(|k| k["id"] != added["id"]).unwrap();
+    assert_eq!(replaced["hostname"], "laptop");
+    assert_eq!(replaced["username"], first[0]["username"]);
+}
+
 #[test]
 fn age_recipient_key_opens_with_identity_only() {
     let t = TestRepo::new();
