@@ -136,15 +136,15 @@ pub fn list(
     let recursive = sub.is_none() || how.recursive;
     let named = sub.is_some();
     let sub = sub.unwrap_or("");
+    let prefix = prefix_of(sub);
     let (node, start) = match node_at(repo, root, sub)? {
         At::Dir(node, start) => (node, start),
         // A file (or link, ...) named: its own line, as restic lists it.
         At::Leaf(n) => {
-            f(&prefix_of(sub), &n);
+            f(&prefix, &n);
             return Ok(());
         }
     };
-    let prefix = prefix_of(sub);
     let key = how.sort.unwrap_or(SortKey::Name);
     let visit = |f: &mut dyn FnMut(&str, &Node)| -> Result<()> {
         // PATH itself first, as restic lists it (the root has no node).

@@ -97,8 +97,8 @@ pub struct BackupOptions {
     /// once less.
     pub no_scan: bool,
     /// Which snapshots count as earlier runs of this backup when the
-    /// parent is looked for (`--group-by`; by default the same host and
-    /// paths, as restic).
+    /// parent is looked for (`--group-by`; by default `host,paths`: of this
+    /// host, holding this backup's paths, as restic; see `find_parent`).
     pub group_by: crate::retention::GroupBy,
     /// How many files are read at once (`--read-concurrency`, 1 to
     /// [`MAX_READ_CONCURRENCY`]); `LARDER_READ_THREADS`, else one per core,

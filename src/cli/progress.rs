@@ -305,7 +305,6 @@ impl Progress for TermProgress {
     /// from reading and writing threads too, so a closed stdout is left
     /// to the main thread's next line to notice (no panic here).
     fn entry(&self, e: &Entry<'_>) {
-        use std::io::Write as _;
         let restore = self.state.restore;
         let path = e.path.to_string_lossy();
         let slash = if e.dir && !restore && !path.ends_with('/') {
