@@ -276,6 +276,18 @@ pub trait Backend: Send + Sync {
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()>;
     /// Removes the object.
     fn delete(&self, kind: Kind, name: &str) -> Result<()>;
+    /// Replaces the existing config with `data`, atomically: a reader sees
+    /// the old bytes or the new, never neither and never a mix. The config
+    /// is the one object ever rewritten, and only by `migrate`
+    /// (repo-format/SPEC.md, section 4). Storage that cannot do it
+    /// atomically refuses, by default.
+    fn replace_config(&self, data: &[u8]) -> Result<()> {
+        let _ = data;
+        Err(crate::error::Error::Usage(format!(
+            "{}: this storage cannot replace the config atomically, so larder will not migrate it here",
+            self.location()
+        )))
+    }
 
     /// Starts an object of `kind` that is written piece by piece
     /// ([`Staged::append`]) and named by [`Backend::commit`], so a large
