@@ -14,8 +14,14 @@ use serde::de::DeserializeOwned;
 
 /// Magic bytes that open every larder object.
 pub const MAGIC: &[u8; 4] = b"LRDR";
-/// The format version this build writes and reads.
+/// The format version this build writes (and the newest it reads).
 pub const FORMAT_VERSION: u8 = 5;
+/// The oldest format version this build reads. Versions 3 and 4 wrote the
+/// same bytes as version 5 for every object they had, but for the version
+/// byte itself (repo-format/SPEC.md, section 4), so their objects are read
+/// as version 5's; a repository whose config is older than
+/// [`FORMAT_VERSION`] is read-only until `migrate` upgrades it.
+pub const OLDEST_READ_VERSION: u8 = 3;
 /// Largest decoded body a reader accepts (bounds every allocation).
 pub const MAX_OBJECT_PLAIN: usize = 256 << 20;
 /// Largest stored sealed object a reader accepts (body limit plus framing).
@@ -75,9 +81,20 @@ pub fn decode_seed<'de, S: serde::de::DeserializeSeed<'de>>(
     Ok(v)
 }
 
-/// Checks the clear header: magic, type and version. Returns an
-/// `UnsupportedVersion` error for a newer format, so old binaries say so.
-pub fn check_header(what: &str, ty: ObjectType, bytes: &[u8]) -> Result<()> {
+/// The first format version that had objects of type `ty`.
+pub fn first_version(ty: ObjectType) -> u8 {
+    match ty {
+        ObjectType::Mark => 4,
+        ObjectType::Dict => 5,
+        _ => OLDEST_READ_VERSION,
+    }
+}
+
+/// Checks the clear header: magic, type and version; returns the version
+/// (from [`first_version`] of `ty` to [`FORMAT_VERSION`]). Returns an
+/// `UnsupportedVersion` error for a newer format, so old binaries say so,
+/// and for one older than this build reads.
+pub fn check_header(what: &str, ty: ObjectType, bytes: &[u8]) -> Result<u8> {
     if bytes.len() < HEADER_LEN || &bytes[..4] != MAGIC {
         return Err(Error::corrupt(what, "not a larder object (bad magic)"));
     }
@@ -90,15 +107,21 @@ pub fn check_header(what: &str, ty: ObjectType, bytes: &[u8]) -> Result<()> {
             ),
         ));
     }
-    if bytes[5] != FORMAT_VERSION {
+    check_version(what, first_version(ty), bytes[5])
+}
+
+/// Checks a format version byte `found` against what this build reads
+/// (`oldest` to [`FORMAT_VERSION`]); returns it.
+pub fn check_version(what: &str, oldest: u8, found: u8) -> Result<u8> {
+    if !(oldest..=FORMAT_VERSION).contains(&found) {
         return Err(Error::UnsupportedVersion {
             object: what.to_string(),
-            found: bytes[5] as u32,
+            found: found as u32,
             supported: FORMAT_VERSION as u32,
-            hint: version_hint(bytes[5]),
+            hint: version_hint(found),
         });
     }
-    Ok(())
+    Ok(found)
 }
 
 /// What to tell a user about an unknown format version.
@@ -106,20 +129,20 @@ pub fn version_hint(found: u8) -> &'static str {
     if found > FORMAT_VERSION {
         "upgrade larder to open it"
     } else {
-        "it was written by an unsupported old format"
+        "it was written by an older larder, whose format this one no longer reads"
     }
 }
 
 /// Builds the clear header for `ty`.
 pub fn header(ty: ObjectType) -> [u8; HEADER_LEN] {
-    [
-        MAGIC[0],
-        MAGIC[1],
-        MAGIC[2],
-        MAGIC[3],
-        ty as u8,
-        FORMAT_VERSION,
-    ]
+    header_as(ty, FORMAT_VERSION)
+}
+
+/// The clear header for `ty` with format version byte `version`: for the
+/// locks a reader writes into a repository not yet migrated, which the
+/// larder of that version must read.
+pub fn header_as(ty: ObjectType, version: u8) -> [u8; HEADER_LEN] {
+    [MAGIC[0], MAGIC[1], MAGIC[2], MAGIC[3], ty as u8, version]
 }
 
 /// Serializes, compresses and encrypts `value` as an object of type `ty`.
@@ -127,8 +150,24 @@ pub fn seal<T: Serialize>(keys: &Keys, ty: ObjectType, value: &T) -> Result<Vec<
     seal_body(keys, ty, &encode(value)?)
 }
 
+/// [`seal`] with format version byte `version` in the clear header (see
+/// [`header_as`]).
+pub fn seal_as<T: Serialize>(
+    keys: &Keys,
+    ty: ObjectType,
+    version: u8,
+    value: &T,
+) -> Result<Vec<u8>> {
+    seal_body_as(keys, ty, version, &encode(value)?)
+}
+
 /// [`seal`] of a body already encoded (or, in tests, of any bytes).
 pub fn seal_body(keys: &Keys, ty: ObjectType, body: &[u8]) -> Result<Vec<u8>> {
+    seal_body_as(keys, ty, FORMAT_VERSION, body)
+}
+
+/// [`seal_body`] with format version byte `version`.
+pub fn seal_body_as(keys: &Keys, ty: ObjectType, version: u8, body: &[u8]) -> Result<Vec<u8>> {
     if body.len() > MAX_OBJECT_PLAIN {
         return Err(Error::Internal(format!(
             "object of {} bytes exceeds the {MAX_OBJECT_PLAIN}-byte limit",
@@ -146,7 +185,7 @@ pub fn seal_body(keys: &Keys, ty: ObjectType, body: &[u8]) -> Result<Vec<u8>> {
         plain.push(0);
         plain.extend_from_slice(body);
     }
-    let hdr = header(ty);
+    let hdr = header_as(ty, version);
     let mut out = hdr.to_vec();
     keys.seal_into(&hdr, &plain, &mut out)?;
     Ok(out)

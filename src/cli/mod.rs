@@ -19,6 +19,7 @@ mod cmd_init;
 mod cmd_key;
 mod cmd_list;
 mod cmd_ls;
+mod cmd_migrate;
 #[cfg(feature = "mount")]
 mod cmd_mount;
 mod cmd_prune;
@@ -83,6 +84,10 @@ enum Command {
     Tag(cmd_tag::Args),
     Rewrite(cmd_rewrite::Args),
     Unlock(cmd_unlock::Args),
+    /// List or apply repository migrations: `upgrade_repo_v5` makes a
+    /// repository written by an older larder (format version 3 or 4)
+    /// writable by this one
+    Migrate(cmd_migrate::Args),
     Cache(cmd_cache::Args),
     /// Validate the scheduled-backup profiles.
     Config(cmd_config::Args),
@@ -162,6 +167,7 @@ fn run(g: &Global, cmd: Command) -> Result<i32> {
         Command::Tag(a) => cmd_tag::run(g, a),
         Command::Rewrite(a) => cmd_rewrite::run(g, a),
         Command::Unlock(a) => cmd_unlock::run(g, a),
+        Command::Migrate(a) => cmd_migrate::run(g, a),
         Command::Cache(a) => cmd_cache::run(g, a),
         Command::Config(a) => cmd_config::run(g, a),
         Command::Run(a) => cmd_run::run(g, a),

@@ -11,7 +11,7 @@
 //! new one is written makes the holding continuous: if someone removed our
 //! lock at any moment, the next refresh sees it.
 
-use super::{LockConfig, LockInfo, LockMode, assess_all, write_lock};
+use super::{LockConfig, LockInfo, LockMode, assess_all, write_lock_as};
 use crate::backend::{Backend, Kind};
 use crate::crypto::{Keys, MasterKey};
 use crate::error::{Error, Result};
@@ -102,6 +102,8 @@ struct Refresher {
     mode: LockMode,
     lifetime: Duration,
     health: LockHandle,
+    /// The format version byte of the locks written ([`LockConfig::format`]).
+    format: u8,
 }
 
 impl Refresher {
@@ -111,7 +113,7 @@ impl Refresher {
         let started = boottime();
         let info = LockInfo::for_this_process(self.mode, self.lifetime)
             .map_err(|e| format!("refreshing the lock failed: {e}"))?;
-        let new = write_lock(self.backend.as_ref(), &self.keys, &info)
+        let new = write_lock_as(self.backend.as_ref(), &self.keys, &info, self.format)
             .map_err(|e| format!("refreshing the lock failed: {e}"))?;
         let what = Kind::Lock.path(current);
         let gone = match self.backend.exists(Kind::Lock, current) {
@@ -170,7 +172,7 @@ impl LockGuard {
         let (name, started) = loop {
             let started = boottime();
             let info = LockInfo::for_this_process(mode, cfg.lifetime())?;
-            let name = write_lock(backend.as_ref(), &keys, &info)?;
+            let name = write_lock_as(backend.as_ref(), &keys, &info, cfg.format)?;
             let Err(e) = check_others(backend.as_ref(), &keys, cfg, &name, mode) else {
                 break (name, started);
             };
@@ -211,6 +213,7 @@ impl LockGuard {
             mode,
             lifetime: cfg.lifetime(),
             health: health.clone(),
+            format: cfg.format,
         };
         let (tx, rx): (Sender<()>, Receiver<()>) = channel();
         let refresh = cfg.refresh;

@@ -65,6 +65,10 @@ pub struct LockConfig {
     /// Told once what holds the lock when such a wait begins (the CLI
     /// prints it).
     pub on_wait: Option<OnWait>,
+    /// The format version byte of the locks written: the repository's
+    /// (an older larder reads only its own version's locks, and would not
+    /// see a reader's lock written as version 5).
+    pub format: u8,
 }
 
 /// What is told, once, that taking a lock waits for another's
@@ -79,6 +83,7 @@ impl LockConfig {
             state_dir,
             retry: Duration::ZERO,
             on_wait: None,
+            format: crate::object::FORMAT_VERSION,
         }
     }
 
@@ -263,7 +268,18 @@ pub fn read_lock(backend: &dyn Backend, keys: &Keys, name: &str) -> Result<Optio
 
 /// Seals and writes `info` as a new lock object; returns its name.
 pub fn write_lock(backend: &dyn Backend, keys: &Keys, info: &LockInfo) -> Result<String> {
-    let bytes = object::seal(keys, ObjectType::Lock, info)?;
+    write_lock_as(backend, keys, info, object::FORMAT_VERSION)
+}
+
+/// [`write_lock`] with format version byte `version` (see
+/// [`LockConfig::format`]): versions 3 and 4 wrote locks in the same bytes.
+pub fn write_lock_as(
+    backend: &dyn Backend,
+    keys: &Keys,
+    info: &LockInfo,
+    version: u8,
+) -> Result<String> {
+    let bytes = object::seal_as(keys, ObjectType::Lock, version, info)?;
     let name = Id::of_object(&bytes).to_hex();
     // Until the lock is in place this run is no holder, so a prune that
     // lists its temporary file meanwhile takes it for a killed run's

@@ -19,7 +19,7 @@ pub use writer::{FinishedPack, PackWriter};
 use crate::crypto::{Keys, SEAL_OVERHEAD};
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::object::FORMAT_VERSION;
+use crate::object::{FORMAT_VERSION, OLDEST_READ_VERSION};
 use serde::{Deserialize, Serialize};
 
 /// Trailer magic (6 bytes) before the version and a reserved zero byte.
@@ -66,10 +66,11 @@ pub struct PackEntry {
     pub compression: u8,
 }
 
-pub(crate) fn header_ad() -> [u8; 7] {
+/// The associated data of a pack header sealed by format `version`.
+pub(crate) fn header_ad(version: u8) -> [u8; 7] {
     let mut ad = [0u8; 7];
     ad[..6].copy_from_slice(PACK_MAGIC);
-    ad[6] = FORMAT_VERSION;
+    ad[6] = version;
     ad
 }
 
@@ -173,7 +174,8 @@ pub fn decode_header(what: &str, plain: &[u8], data_len: u64) -> Result<Vec<Pack
 }
 
 /// Parses the trailer of a pack of `pack_len` bytes: returns the sealed
-/// header's offset and length.
+/// header's offset and length. A pack of any version this build reads is
+/// accepted; [`trailer_version`] says which, for [`open_header_as`].
 pub fn parse_trailer(what: &str, pack_len: u64, trailer: &[u8]) -> Result<(u64, u32)> {
     if trailer.len() != TRAILER_LEN || pack_len < TRAILER_LEN as u64 {
         return Err(Error::corrupt(what, "pack shorter than its trailer"));
@@ -184,14 +186,7 @@ pub fn parse_trailer(what: &str, pack_len: u64, trailer: &[u8]) -> Result<(u64, 
             "not a larder pack (bad trailer magic)",
         ));
     }
-    if trailer[10] != FORMAT_VERSION {
-        return Err(Error::UnsupportedVersion {
-            object: what.to_string(),
-            found: trailer[10] as u32,
-            supported: FORMAT_VERSION as u32,
-            hint: crate::object::version_hint(trailer[10]),
-        });
-    }
+    crate::object::check_version(what, OLDEST_READ_VERSION, trailer[10])?;
     if trailer[11] != 0 {
         return Err(Error::corrupt(what, "reserved trailer byte is not zero"));
     }
@@ -216,7 +211,25 @@ pub fn open_header(
     sealed: &[u8],
     header_offset: u64,
 ) -> Result<Vec<PackEntry>> {
-    let plain = keys.open(what, &header_ad(), sealed)?;
+    open_header_as(keys, what, sealed, header_offset, FORMAT_VERSION)
+}
+
+/// The format version of a pack whose trailer [`parse_trailer`] accepted.
+pub fn trailer_version(trailer: &[u8]) -> u8 {
+    trailer.get(10).copied().unwrap_or(0)
+}
+
+/// [`open_header`] of a pack written by format `version` (its trailer's,
+/// [`trailer_version`]): the version is part of the header's associated
+/// data.
+pub fn open_header_as(
+    keys: &Keys,
+    what: &str,
+    sealed: &[u8],
+    header_offset: u64,
+    version: u8,
+) -> Result<Vec<PackEntry>> {
+    let plain = keys.open(what, &header_ad(version), sealed)?;
     decode_header(what, &plain, header_offset)
 }
 
@@ -226,7 +239,8 @@ pub fn read_entries(keys: &Keys, what: &str, pack: &[u8]) -> Result<Vec<PackEntr
     if pack.len() < TRAILER_LEN {
         return Err(Error::corrupt(what, "pack shorter than its trailer"));
     }
-    let (off, hlen) = parse_trailer(what, len, &pack[pack.len() - TRAILER_LEN..])?;
+    let trailer = &pack[pack.len() - TRAILER_LEN..];
+    let (off, hlen) = parse_trailer(what, len, trailer)?;
     let sealed = &pack[off as usize..off as usize + hlen as usize];
-    open_header(keys, what, sealed, off)
+    open_header_as(keys, what, sealed, off, trailer_version(trailer))
 }

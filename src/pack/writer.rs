@@ -125,7 +125,7 @@ impl PackWriter {
     pub fn finish(mut self, keys: &Keys) -> Result<FinishedPack> {
         let plain = encode_header(&self.entries);
         let mut tail = Vec::with_capacity(plain.len() + SEAL_OVERHEAD + TRAILER_LEN);
-        keys.seal_into(&header_ad(), &plain, &mut tail)?;
+        keys.seal_into(&header_ad(FORMAT_VERSION), &plain, &mut tail)?;
         let hlen = tail.len() as u32;
         tail.extend_from_slice(&hlen.to_le_bytes());
         tail.extend_from_slice(PACK_MAGIC);

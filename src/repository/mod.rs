@@ -42,6 +42,10 @@ pub struct Repository {
     keys: Keys,
     master: MasterKey,
     config: Config,
+    /// The config's format version: [`object::FORMAT_VERSION`], or an
+    /// older one this larder reads but does not write (see
+    /// [`Repository::format_version`]).
+    format_version: u8,
     key_id: Id,
     index: Mutex<Index>,
     /// Whether the index cache has been brought up to date with `index/`
@@ -162,7 +166,8 @@ impl Repository {
             }
             Err(e) => return Err(e),
         }
-        Self::finish_open(backend, keys, master, config, key_id, cache_dir)
+        let version = object::FORMAT_VERSION;
+        Self::finish_open(backend, keys, master, (config, version), key_id, cache_dir)
     }
 
     /// Opens a repository with a credential.
@@ -205,21 +210,28 @@ impl Repository {
             Err(e) => return Err(e),
         };
         // Say "needs a newer larder" before asking for any key.
-        object::check_header("config", ObjectType::Config, &bytes)?;
+        let version = object::check_header("config", ObjectType::Config, &bytes)?;
         let (key_id, master, (keys, config)) =
             keys::find_key(backend.as_ref(), cred, warnings, |master| {
                 let keys = Keys::derive(master);
                 let config = open_config(&bytes, &keys)?;
                 Ok((keys, config))
             })?;
-        Self::finish_open(backend, keys, master, config, key_id, cache_dir)
+        if version < object::FORMAT_VERSION {
+            warnings.push(format!(
+                "repository {} has format version {version}: read-only for this larder until `larder migrate upgrade_repo_v{}`",
+                backend.location(),
+                object::FORMAT_VERSION
+            ));
+        }
+        Self::finish_open(backend, keys, master, (config, version), key_id, cache_dir)
     }
 
     fn finish_open(
         backend: Arc<dyn Backend>,
         keys: Keys,
         master: MasterKey,
-        config: Config,
+        (config, format_version): (Config, u8),
         key_id: Id,
         cache_dir: &Path,
     ) -> Result<Repository> {
@@ -252,6 +264,7 @@ impl Repository {
             compression_level: AtomicI32::new(config.compression_level),
             pack_size: std::sync::atomic::AtomicU32::new(config.pack_size),
             config,
+            format_version,
             dicts: RwLock::new(None),
             write_dict: Mutex::new(None),
             dict_misses: Mutex::new(Vec::new()),
@@ -281,6 +294,66 @@ impl Repository {
     /// The repository config.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The format version of the repository's config: the version this
+    /// larder writes ([`object::FORMAT_VERSION`]), or an older one it reads
+    /// (from [`object::OLDEST_READ_VERSION`]). A repository of an older
+    /// version is read-only: every lock a writer takes is refused
+    /// ([`Error::OldFormat`]) until [`Repository::upgrade_format`]; a
+    /// reader's lock is written in the older version's bytes, so that the
+    /// older larder sees it.
+    pub fn format_version(&self) -> u8 {
+        self.format_version
+    }
+
+    /// Upgrades a repository of an older format version to the one this
+    /// larder writes (`larder migrate upgrade_repo_v5`). Under an exclusive
+    /// lock, written in the older version's bytes so that an older larder
+    /// still at work sees it (and while one holds a lock, none is taken),
+    /// the config is read again and rewritten with the current version
+    /// byte, its body unchanged, in one atomic replacement
+    /// ([`Backend::replace_config`]). Nothing else is rewritten: objects of
+    /// the older version stay as they are and read as before. After it,
+    /// an older larder refuses the repository at its config, which is the
+    /// point: it could not read the dictionaries this one then writes.
+    /// Returns the version it upgraded from, or None when the repository
+    /// already had the current version (nothing is written then).
+    pub fn upgrade_format(&self) -> Result<Option<u8>> {
+        if self.format_version == object::FORMAT_VERSION {
+            return Ok(None);
+        }
+        let lock = self.take_lock(LockMode::Exclusive)?;
+        // Again under the lock: another migrate may have run meanwhile.
+        let bytes = self.backend.read_bounded(Kind::Config, "config", 1 << 20)?;
+        let version = object::check_header("config", ObjectType::Config, &bytes)?;
+        if version == object::FORMAT_VERSION {
+            return Ok(None);
+        }
+        let body = object::open_body_owned(&self.keys, ObjectType::Config, "config", bytes)?;
+        let config: Config = object::decode("config", &body)?;
+        if config.id != self.config.id {
+            return Err(Error::corrupt(
+                "config",
+                "the repository's config changed while it was open",
+            ));
+        }
+        let sealed = object::seal_body(&self.keys, ObjectType::Config, &body)?;
+        lock.check()?;
+        self.backend.replace_config(&sealed)?;
+        Ok(Some(version))
+    }
+
+    /// Refuses a write to a repository of an older format version.
+    fn writable(&self) -> Result<()> {
+        if self.format_version < object::FORMAT_VERSION {
+            return Err(Error::OldFormat {
+                location: self.backend.location(),
+                version: self.format_version,
+                writes: object::FORMAT_VERSION,
+            });
+        }
+        Ok(())
     }
 
     /// Writes data blobs from now on at the level `c` picks (`auto`: the
@@ -478,6 +551,7 @@ impl Repository {
     /// repository's cache directory when the backend cannot tell their age.
     pub fn lock_config(&self) -> Result<LockConfig> {
         let mut cfg = LockConfig::from_env(Some(self.cache_dir.clone()))?;
+        cfg.format = self.format_version;
         (cfg.retry, cfg.on_wait) = *self
             .lock_retry
             .lock()
@@ -500,6 +574,7 @@ impl Repository {
     /// call [`LockGuard::check`] (or a [`LockGuard::handle`]'s) before
     /// each write.
     pub fn lock_shared(&self) -> Result<LockGuard> {
+        self.writable()?;
         self.take_lock(LockMode::Shared)
     }
 
@@ -545,7 +620,7 @@ impl Repository {
         if let Some(g) = held.upgrade() {
             return Ok(Some(g));
         }
-        match self.lock_shared() {
+        match self.take_lock(LockMode::Shared) {
             Ok(g) => {
                 let g = Arc::new(g);
                 *held = Arc::downgrade(&g);
@@ -562,6 +637,7 @@ impl Repository {
     /// Takes an exclusive lock (operations that delete what others may
     /// read). Released when the guard drops.
     pub fn lock_exclusive(&self) -> Result<LockGuard> {
+        self.writable()?;
         self.take_lock(LockMode::Exclusive)
     }
 
@@ -569,6 +645,7 @@ impl Repository {
     /// backup, but no two maintenance operations, and no exclusive one,
     /// run at once.
     pub fn lock_maintenance(&self) -> Result<LockGuard> {
+        self.writable()?;
         self.take_lock(LockMode::Maintenance)
     }
 
@@ -578,6 +655,7 @@ impl Repository {
     /// chosen before it was taken may have been removed meanwhile: see
     /// [`crate::snapshot::still_listed`].
     pub fn lock_snapshots(&self) -> Result<LockGuard> {
+        self.writable()?;
         self.take_lock(LockMode::Snapshots)
     }
 
@@ -774,7 +852,7 @@ impl Repository {
         let sealed = self
             .backend
             .read_range(Kind::Pack, &name, off, hlen as u64)?;
-        pack::open_header(&self.keys, &what, &sealed, off)
+        pack::open_header_as(&self.keys, &what, &sealed, off, pack::trailer_version(&t))
     }
 }
 

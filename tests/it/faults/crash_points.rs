@@ -843,3 +843,26 @@ fn a_repair_packs_killed_at_each_open_leaves_a_repository_it_completes() {
         restores_exactly(dir, &snapshot, &src, &want, what);
     });
 }
+
+#[test]
+fn a_migrate_killed_at_each_open_leaves_a_repository_it_completes() {
+    use crate::old_format::{config_version, fixture, old_check, old_ok, restores_the_fixture};
+    let base = tempfile::tempdir().unwrap();
+    let f = fixture(4, base.path(), true);
+    let env = [("LARDER_PASSWORD", f.passphrase.as_str())];
+    each_point(
+        base.path(),
+        &["migrate", "upgrade_repo_v5"],
+        &env,
+        false,
+        |dir, what| {
+            // The config is whole, of one version or the other.
+            let v = config_version(dir);
+            assert!(v == 4 || v == 5, "{what}: config version {v}");
+            old_check(dir, &f, what);
+            let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
+            assert_eq!(config_version(dir), 5, "{what}: {}", o.all());
+            restores_the_fixture(dir, &f, &dir.join("restored"));
+        },
+    );
+}

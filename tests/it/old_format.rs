@@ -1,0 +1,295 @@
+//! Repositories written by older larders: format versions 3 and 4, as the
+//! larders of those versions wrote them (their test-vector repositories,
+//! kept in `repo-format/vectors/old/`). This larder reads them (snapshots,
+//! ls, restore, check with the data, both kinds of key), refuses to write
+//! to them, writes its readers' locks in their version's bytes, and
+//! `migrate upgrade_repo_v5` makes them writable by rewriting the config
+//! alone, beside another larder's lock and after a `kill -9`
+//! (`faults::crash_points`).
+
+use crate::faults::{Out, assert_check_clean, larder_cmd, spawn, wait_bounded};
+use crate::support::{path_str, write};
+use larder::backend::LocalBackend;
+use larder::keys::Credential;
+use larder::repository::Repository;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The old format versions kept as fixtures.
+pub const VERSIONS: [u8; 2] = [3, 4];
+
+/// What a fixture's `vectors.json` says about its repository.
+pub struct Fixture {
+    pub passphrase: String,
+    pub identity: String,
+    pub snapshot: String,
+    /// Data blobs by the file they hold (`hello.txt`, `random.bin`).
+    pub files: BTreeMap<String, Vec<u8>>,
+}
+
+/// The fixture of format `version`, its repository copied to `dir/repo`
+/// (a fresh cache at `dir/cache`). Its lock object (made-up holder on
+/// another machine, live by the storage's clock for 30 minutes) is left
+/// out when `without_lock`.
+pub fn fixture(version: u8, dir: &Path, without_lock: bool) -> Fixture {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("repo-format/vectors/old")
+        .join(format!("v{version}"));
+    let st = std::process::Command::new("cp")
+        .args(["-r", path_str(&src.join("repo")), path_str(&dir.join("repo"))])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    if without_lock {
+        for e in fs::read_dir(dir.join("repo/locks")).unwrap() {
+            fs::remove_file(e.unwrap().path()).unwrap();
+        }
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&fs::read(src.join("vectors.json")).unwrap()).unwrap();
+    assert_eq!(v["format_version"], version as u64);
+    let mut files = BTreeMap::new();
+    for b in v["blobs"].as_array().unwrap() {
+        if b["type"] == 0 {
+            let what = b["what"].as_str().unwrap().to_string();
+            files.insert(what, hex::decode(b["plaintext_hex"].as_str().unwrap()).unwrap());
+        }
+    }
+    assert_eq!(files.len(), 2, "hello.txt and random.bin");
+    Fixture {
+        passphrase: v["passphrase"].as_str().unwrap().to_string(),
+        identity: v["x25519_identity"].as_str().unwrap().to_string(),
+        snapshot: v["snapshots"][0]["id"].as_str().unwrap().to_string(),
+        files,
+    }
+}
+
+/// `larder ARGS` on `dir`'s repository with the fixture's passphrase.
+pub fn old_larder(dir: &Path, f: &Fixture, args: &[&str]) -> Out {
+    let mut c = larder_cmd(&dir.join("repo"), &dir.join("cache"), args);
+    c.env("LARDER_PASSWORD", &f.passphrase);
+    wait_bounded(spawn(c), &format!("larder {args:?}"))
+}
+
+/// [`old_larder`] that must succeed.
+pub fn old_ok(dir: &Path, f: &Fixture, args: &[&str]) -> Out {
+    let o = old_larder(dir, f, args);
+    assert_eq!(o.code, 0, "larder {args:?}: {}", o.all());
+    o
+}
+
+/// `check --read-data` with the fixture's passphrase, which must pass.
+pub fn old_check(dir: &Path, f: &Fixture, when: &str) -> Out {
+    let o = old_larder(dir, f, &["check", "--read-data"]);
+    assert_check_clean(&o, when);
+    o
+}
+
+/// The format version byte of the repository's config.
+pub fn config_version(dir: &Path) -> u8 {
+    fs::read(dir.join("repo/config")).unwrap()[5]
+}
+
+/// Every file of the repository, by path, with its bytes.
+fn files_of(repo: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    walkdir::WalkDir::new(repo)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| (e.path().to_path_buf(), fs::read(e.path()).unwrap()))
+        .collect()
+}
+
+/// Restores the fixture's snapshot into `target` and asserts that it holds
+/// exactly the fixture's files.
+pub fn restores_the_fixture(dir: &Path, f: &Fixture, target: &Path) {
+    old_ok(dir, f, &["restore", &f.snapshot, "--target", path_str(target)]);
+    for (name, want) in &f.files {
+        let got = fs::read(target.join(name)).unwrap();
+        assert!(got == *want, "{name}: restored bytes differ");
+    }
+    let link = target.join("docs/link");
+    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+}
+
+#[test]
+fn old_versions_are_read_restored_and_checked() {
+    for version in VERSIONS {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let f = fixture(version, dir, false);
+
+        let o = old_ok(dir, &f, &["snapshots", "--json"]);
+        let snaps: serde_json::Value = serde_json::from_str(&o.out).unwrap();
+        let ids: Vec<&str> = snaps
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, [f.snapshot.as_str()], "v{version}");
+        assert!(
+            o.err.contains(&format!("format version {version}"))
+                && o.err.contains("migrate upgrade_repo_v5"),
+            "v{version}: the read-only warning: {}",
+            o.err
+        );
+
+        let ls = old_ok(dir, &f, &["ls", "latest"]);
+        for p in ["/hello.txt", "/random.bin", "/docs/link"] {
+            assert!(ls.out.lines().any(|l| l == p), "v{version}: ls: {}", ls.out);
+        }
+        restores_the_fixture(dir, &f, &dir.join("restored"));
+
+        let check = old_check(dir, &f, &format!("v{version}"));
+        assert!(check.out.contains("read 1 packs"), "{}", check.all());
+
+        // The age key file of that version opens it too.
+        let id_file = dir.join("identity");
+        write(&id_file, f.identity.as_bytes());
+        let mut c = larder_cmd(
+            &dir.join("repo"),
+            &dir.join("cache"),
+            &["--identity", path_str(&id_file), "snapshots", "--json"],
+        );
+        c.env_remove("LARDER_PASSWORD");
+        let o = wait_bounded(spawn(c), "snapshots by identity");
+        assert_eq!(o.code, 0, "{}", o.all());
+        assert!(o.out.contains(&f.snapshot), "{}", o.out);
+
+        // A version this larder does not read is named as such.
+        let mut cfg = fs::read(dir.join("repo/config")).unwrap();
+        cfg[5] = 2;
+        fs::write(dir.join("repo/config"), &cfg).unwrap();
+        let o = old_larder(dir, &f, &["snapshots"]);
+        assert_eq!(o.code, 1, "{}", o.all());
+        assert!(
+            o.err.contains("format version 2 is not supported")
+                && o.err.contains("older larder"),
+            "{}",
+            o.err
+        );
+    }
+}
+
+#[test]
+fn an_old_repository_is_read_only_until_migrated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = fixture(4, dir, false);
+    let repo = dir.join("repo");
+    let src = dir.join("src");
+    write(&src.join("a.txt"), b"written after the migration\n");
+    write(&src.join("sub/b.bin"), &crate::support::rand_bytes(7, 300_000));
+
+    // Every command that writes is refused and writes nothing, not even a lock.
+    let before = files_of(&repo);
+    let writers: [&[&str]; 7] = [
+        &["backup", path_str(&src)],
+        &["forget", "--keep-last", "1"],
+        &["tag", "--add", "x", "latest"],
+        &["prune"],
+        &["repair", "index"],
+        &["key", "add", "--new-password-file", "/dev/null"],
+        &["recover"],
+    ];
+    for args in writers {
+        let o = old_larder(dir, &f, args);
+        assert_eq!(o.code, 1, "{args:?}: {}", o.all());
+        assert!(
+            o.err.contains("has format version 4")
+                && o.err.contains("larder migrate upgrade_repo_v5"),
+            "{args:?}: {}",
+            o.err
+        );
+        assert!(files_of(&repo) == before, "{args:?} changed the repository");
+    }
+
+    // A reader's lock is written in version 4's bytes, so that a larder of
+    // version 4 sees it; while it is held, the migration waits for nobody
+    // and is refused.
+    fs::remove_file(repo.join("locks").join(
+        fs::read_dir(repo.join("locks"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .file_name(),
+    ))
+    .unwrap();
+    let lib = Repository::open(
+        Arc::new(LocalBackend::new(repo.clone())),
+        &Credential::passphrase(&f.passphrase),
+        &dir.join("lib-cache"),
+    )
+    .unwrap();
+    assert_eq!(lib.format_version(), 4);
+    let held = lib.lock_for_reading().unwrap();
+    let locks: Vec<Vec<u8>> = fs::read_dir(repo.join("locks"))
+        .unwrap()
+        .map(|e| fs::read(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(locks.len(), 1);
+    assert_eq!(&locks[0][..6], b"LRDRL\x04", "the reader's lock header");
+    let o = old_larder(dir, &f, &["migrate", "upgrade_repo_v5"]);
+    assert_eq!(o.code, 11, "beside a reader's lock: {}", o.all());
+    assert_eq!(config_version(dir), 4);
+    drop(held);
+    drop(lib);
+
+    let list = old_ok(dir, &f, &["migrate"]);
+    assert!(
+        list.out.contains("upgrade_repo_v5") && list.out.contains("applies"),
+        "{}",
+        list.out
+    );
+    let o = old_larder(dir, &f, &["migrate", "upgrade_repo_v6"]);
+    assert_eq!(o.code, 1, "{}", o.all());
+    assert!(o.err.contains("unknown migration"), "{}", o.err);
+    assert_eq!(config_version(dir), 4);
+
+    let config_before = fs::read(repo.join("config")).unwrap();
+    let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
+    assert!(
+        o.out.contains("upgraded from format version 4 to 5"),
+        "{}",
+        o.out
+    );
+    let config_after = fs::read(repo.join("config")).unwrap();
+    assert_eq!(config_after[5], 5);
+    assert_eq!(config_after[..5], config_before[..5]);
+    assert!(config_after[6..] != config_before[6..], "sealed again");
+    // Nothing but the config was rewritten; the migration's lock is gone.
+    let after = files_of(&repo);
+    let mut want = before.clone();
+    want.retain(|p, _| !p.starts_with(repo.join("locks")));
+    want.insert(repo.join("config"), config_after.clone());
+    assert!(after == want, "files other than the config changed");
+
+    // Again: nothing to do, nothing written.
+    let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
+    assert!(o.out.contains("nothing to do"), "{}", o.out);
+    assert!(fs::read(repo.join("config")).unwrap() == config_after);
+    let list = old_ok(dir, &f, &["migrate"]);
+    assert!(list.out.contains("nothing to do"), "{}", list.out);
+    let o = old_ok(dir, &f, &["snapshots"]);
+    assert!(!o.err.contains("read-only"), "{}", o.err);
+
+    // Now it takes backups, and the old snapshot still restores exactly.
+    let o = old_ok(dir, &f, &["backup", "--json", path_str(&src)]);
+    let id = o
+        .out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["message_type"] == "summary")
+        .and_then(|v| v["snapshot_id"].as_str().map(str::to_string))
+        .unwrap();
+    old_check(dir, &f, "after the migration");
+    restores_the_fixture(dir, &f, &dir.join("old"));
+    let new = dir.join("new");
+    old_ok(dir, &f, &["restore", &id, "--target", path_str(&new)]);
+    let got = crate::faults::manifest(&new.join(src.strip_prefix("/").unwrap()));
+    crate::faults::assert_same_manifest(&crate::faults::manifest(&src), &got, "new snapshot");
+}
