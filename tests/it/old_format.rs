@@ -146,6 +146,27 @@ fn old_versions_are_read_restored_and_checked() {
         let check = old_check(dir, &f, &format!("v{version}"));
         assert!(check.out.contains("read 1 packs"), "{}", check.all());
 
+        // `copy` takes its snapshot into a repository of this version.
+        let (new, new_cache) = (dir.join("new"), dir.join("new-cache"));
+        drop(crate::common::init_at(&new, &new_cache));
+        let mut c = larder_cmd(
+            &new,
+            &new_cache,
+            &["copy", "--from-repo", path_str(&dir.join("repo"))],
+        );
+        c.env("LARDER_FROM_PASSWORD", &f.passphrase);
+        let o = wait_bounded(spawn(c), "copy from the old repository");
+        assert_eq!(o.code, 0, "{}", o.all());
+        let copied = dir.join("copied");
+        let o = crate::faults::larder_ok(
+            &new,
+            &new_cache,
+            &["restore", "latest", "--target", path_str(&copied)],
+        );
+        for (name, want) in &f.files {
+            assert!(fs::read(copied.join(name)).unwrap() == *want, "{name}: {}", o.all());
+        }
+
         // The age key file of that version opens it too.
         let id_file = dir.join("identity");
         write(&id_file, f.identity.as_bytes());
