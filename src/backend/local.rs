@@ -367,6 +367,41 @@ impl Backend for LocalBackend {
         }
     }
 
+    /// A temporary file at the root (the `.tmp-*` name of a config write,
+    /// so that one left by a killed run is a leftover), fsynced and renamed
+    /// over `config` (an atomic replace on POSIX), then the root fsynced.
+    /// The config must be there, a regular file; the temporary file is
+    /// removed if anything fails.
+    fn replace_config(&self, data: &[u8]) -> Result<()> {
+        let (kind, name) = (Kind::Config, "config");
+        let target = self.full(kind, name)?;
+        match fs::symlink_metadata(&target) {
+            Ok(md) if md.file_type().is_file() => {}
+            Ok(md) => return Err(not_regular(kind, name, md.file_type())),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(Error::NoRepository(self.location()));
+            }
+            Err(e) => return Err(Error::io(&target, e)),
+        }
+        let mut staged = self.stage(kind)?;
+        staged.append(data)?;
+        let Staged::File(mut staged) = staged else {
+            return Err(Error::internal(
+                "the local backend staged the config in memory",
+            ));
+        };
+        let tmp = staged.path.clone();
+        let res = match staged.file.take() {
+            Some(f) => f.sync_all().map_err(|e| Error::io(&tmp, e)),
+            None => Err(Error::internal(format!("{} is closed", tmp.display()))),
+        }
+        .and_then(|()| fs::rename(&tmp, &target).map_err(|e| Error::io(&target, e)));
+        // Removes the temporary name if the rename did not happen.
+        drop(staged);
+        res?;
+        sync_dir(&self.root).map_err(|e| Error::io(&self.root, e))
+    }
+
     fn delete(&self, kind: Kind, name: &str) -> Result<()> {
         let p = self.full(kind, name)?;
         if kind == Kind::Pack
@@ -664,6 +699,67 @@ mod tests {
             .collect();
         listed.sort();
         assert_eq!(listed, ["dir", "fifo", "good", "link", "zero"]);
+    }
+
+    /// `replace_config` swaps the whole config (longer or shorter bytes)
+    /// and leaves no temporary file; where there is no config (an empty
+    /// directory, a missing one, a layout an unfinished `init` left) it
+    /// refuses with `NoRepository` and creates nothing; a link in the
+    /// config's place is refused and left alone.
+    #[test]
+    fn replace_config_swaps_an_existing_config_only() {
+        let (d, b) = backend();
+        let root = d.path().join("repo");
+        let root_names = |dir: &Path| -> Vec<String> {
+            let mut v: Vec<String> = fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        b.write(Kind::Config, "config", b"the old config").unwrap();
+        let before = root_names(&root);
+        for new in [&b"the new config, longer than the old"[..], b"short"] {
+            b.replace_config(new).unwrap();
+            assert_eq!(b.read_bounded(Kind::Config, "config", 100).unwrap(), new);
+            assert_eq!(root_names(&root), before, "nothing but the config changed");
+            assert!(b.leftovers().unwrap().is_empty());
+        }
+
+        let empty = d.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        let fresh = d.path().join("fresh");
+        LocalBackend::new(&fresh).create().unwrap();
+        let fresh_names = root_names(&fresh);
+        for (dir, names) in [(&empty, vec![]), (&fresh, fresh_names)] {
+            let nb = LocalBackend::new(dir);
+            let e = nb.replace_config(b"a config").unwrap_err();
+            assert!(matches!(e, Error::NoRepository(_)), "{e}");
+            assert!(e.to_string().contains(&dir.display().to_string()), "{e}");
+            assert_eq!(root_names(dir), names, "nothing created in {dir:?}");
+        }
+        let missing = d.path().join("missing");
+        let e = LocalBackend::new(&missing)
+            .replace_config(b"a config")
+            .unwrap_err();
+        assert!(matches!(e, Error::NoRepository(_)), "{e}");
+        assert!(!missing.exists());
+
+        fs::remove_file(root.join("config")).unwrap();
+        std::os::unix::fs::symlink(root.join("snapshots/good"), root.join("config")).unwrap();
+        let e = b.replace_config(b"a config").unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+        assert!(
+            fs::symlink_metadata(root.join("config"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert_eq!(
+            b.read_bounded(Kind::Snapshot, "good", 10).unwrap(),
+            b"hello"
+        );
+        assert!(b.leftovers().unwrap().is_empty());
     }
 
     #[test]

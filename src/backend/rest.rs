@@ -117,12 +117,14 @@ impl RestBackend {
         })
     }
 
-    /// POSTs `data` as object `name` (see [`Backend::write`]).
-    fn post(&self, kind: Kind, name: &str, data: Body<'_>) -> Result<()> {
+    /// POSTs `data` as object `name` (see [`Backend::write`]); `replace`:
+    /// over the existing config ([`Backend::replace_config`]), without the
+    /// check that it is absent.
+    fn post(&self, kind: Kind, name: &str, data: Body<'_>, replace: bool) -> Result<()> {
         let object = kind.path(name);
         // The protocol has no conditional create: the config, the one
         // object not named by its content, is checked first.
-        if kind == Kind::Config && self.exists(kind, name)? {
+        if !replace && kind == Kind::Config && self.exists(kind, name)? {
             return Err(Error::RepositoryExists(self.location()));
         }
         let url = self.url(&Self::rel(kind, name)?)?;
@@ -145,6 +147,19 @@ impl RestBackend {
                 ))),
             }
         })?;
+        if refused && replace {
+            return Err(Error::Backend {
+                object,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{}: the server refused to replace the config (HTTP 403; an append-only \
+                         server, or restic's rest-server, which never rewrites a config)",
+                        self.location()
+                    ),
+                ),
+            });
+        }
         if refused {
             // Same name, same bytes: already there is written.
             if kind != Kind::Config && self.exists(kind, name)? {
@@ -320,7 +335,22 @@ impl Backend for RestBackend {
     }
 
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()> {
-        self.post(kind, name, Body::Bytes(data))
+        self.post(kind, name, Body::Bytes(data), false)
+    }
+
+    /// A POST of `config` over the existing one, after a HEAD finds it
+    /// there. The protocol says nothing of how a server stores a POST over
+    /// an object, so this is only as atomic as the server makes it:
+    /// `rclone serve restic` replaces it, through its remote's upload (over
+    /// a local directory, rclone 1.60 rewrites the file in place, which is
+    /// not atomic; over S3, a PUT, which is); append-only servers and
+    /// restic's rest-server refuse (HTTP 403), and so does this then.
+    fn replace_config(&self, data: &[u8]) -> Result<()> {
+        let (kind, name) = (Kind::Config, "config");
+        if !self.exists(kind, name)? {
+            return Err(Error::NoRepository(self.location()));
+        }
+        self.post(kind, name, Body::Bytes(data), true)
     }
 
     fn delete(&self, kind: Kind, name: &str) -> Result<()> {
@@ -368,7 +398,7 @@ impl Backend for RestBackend {
         // Streamed from the staged file, not read into memory.
         let mut held = Vec::new();
         let body = super::staged_body(&mut staged, &mut held)?;
-        self.post(kind, name, body)
+        self.post(kind, name, body, false)
     }
 
     fn connections(&self) -> Option<usize> {

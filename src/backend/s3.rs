@@ -9,6 +9,8 @@
 //! conditional (`If-None-Match: *`): an object is created only if absent.
 //! A server that does not implement the condition (501) gets plain PUTs
 //! from then on, where names (content hashes) give the same guarantee.
+//! The one write meant to replace an object is `replace_config` (for
+//! `migrate`): a plain PUT over the existing config, which S3 swaps whole.
 //!
 //! Credentials as restic's (see [`credentials`]): the `AWS_*` variables,
 //! else the shared credentials file under `AWS_PROFILE`.
@@ -190,15 +192,17 @@ impl S3Backend {
     }
 
     /// One PUT of `data` to `key`; `Ok(false)` if a conditional create
-    /// found the object there (412).
-    fn put(&self, object: &str, key: &str, data: Body<'_>) -> Result<bool> {
+    /// found the object there (412). `create_only`: conditional
+    /// (`If-None-Match: *`) while the server implements it; otherwise a
+    /// plain PUT, which replaces an object there.
+    fn put(&self, object: &str, key: &str, data: Body<'_>, create_only: bool) -> Result<bool> {
         self.http.run(object, || {
             self.http.throttle_up(data.len() as usize);
             let url = self
                 .bucket
                 .put_object(Some(&self.creds), key)
                 .sign(SIGNED_FOR);
-            let conditional = self.conditional.load(Ordering::Relaxed);
+            let conditional = create_only && self.conditional.load(Ordering::Relaxed);
             let mut headers = vec![("content-type", "application/octet-stream")];
             if conditional {
                 headers.push(("if-none-match", "*"));
@@ -326,7 +330,7 @@ impl Backend for S3Backend {
         {
             return Err(Error::RepositoryExists(self.location()));
         }
-        let created = self.put(&object, &key, Body::Bytes(data))?;
+        let created = self.put(&object, &key, Body::Bytes(data), true)?;
         // A retried PUT whose first attempt landed finds its own object:
         // only a config with other bytes is another repository's.
         if !created
@@ -339,6 +343,19 @@ impl Backend for S3Backend {
         {
             return Err(Error::RepositoryExists(self.location()));
         }
+        Ok(())
+    }
+
+    /// A plain (unconditional) PUT of `config`, after a HEAD finds it
+    /// there: S3 replaces an object whole, so readers get the old bytes or
+    /// the new.
+    fn replace_config(&self, data: &[u8]) -> Result<()> {
+        let (kind, name) = (Kind::Config, "config");
+        if !self.exists(kind, name)? {
+            return Err(Error::NoRepository(self.location()));
+        }
+        let key = self.key(kind, name)?;
+        self.put(&kind.path(name), &key, Body::Bytes(data), false)?;
         Ok(())
     }
 
@@ -381,7 +398,7 @@ impl Backend for S3Backend {
         // memory; an object already there is the same bytes.
         let mut held = Vec::new();
         let body = super::staged_body(&mut staged, &mut held)?;
-        self.put(&kind.path(name), &self.key(kind, name)?, body)?;
+        self.put(&kind.path(name), &self.key(kind, name)?, body, true)?;
         Ok(())
     }
 

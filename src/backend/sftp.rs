@@ -12,7 +12,9 @@
 //! `.tmp-*` name beside its final one (created exclusively), flushed with
 //! `fsync@openssh.com` where offered, closed, and renamed with SFTP v3
 //! RENAME, which fails if the name exists (never `posix-rename`, which
-//! would replace it). A run killed mid-upload leaves only a `.tmp-*` file,
+//! would replace it; but for [`Backend::replace_config`], the one
+//! replacement, where the server offers `posix-rename@openssh.com`).
+//! A run killed mid-upload leaves only a `.tmp-*` file,
 //! which listings skip and [`Backend::leftovers`] reports. Packs are staged
 //! in a local temporary file, not in memory. Reads look at the name with
 //! LSTAT first and refuse what is not a regular file; every read is bounded
@@ -767,6 +769,47 @@ impl Backend for SftpBackend {
         let res = self.upload(kind, name, &mut std::io::BufReader::new(file));
         drop(staged); // removes the local file
         res
+    }
+
+    /// Where the server offers `posix-rename@openssh.com` (rename(2) on
+    /// OpenSSH's server, an atomic replace): the bytes go to a `.tmp-*`
+    /// file at the root as [`Backend::write`]'s do, flushed and closed,
+    /// which is renamed over `config`, there and a regular file. Without
+    /// the extension, refused (SFTP v3 RENAME does not replace).
+    fn replace_config(&self, data: &[u8]) -> Result<()> {
+        let (kind, name) = (Kind::Config, "config");
+        let target = self.object_path(kind, name)?;
+        let location = self.location();
+        self.with(&kind.path(name), |s| {
+            if !s.has_posix_rename() {
+                return Err(Error::Usage(format!(
+                    "{location}: this storage cannot replace the config atomically (the SFTP server does not offer posix-rename@openssh.com), so larder will not migrate it here"
+                ))
+                .into());
+            }
+            match s.lstat(&target) {
+                Ok(a) => check_regular(kind, name, &a)?,
+                Err(e) if e.is_not_found() => {
+                    return Err(Error::NoRepository(location.clone()).into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+            let mut rnd = [0u8; 8];
+            crate::crypto::fill_random(&mut rnd)?;
+            let tmp = self.join(&format!("{TMP_PREFIX}{}", hex::encode(rnd)));
+            let flags = proto::FXF_WRITE | proto::FXF_CREAT | proto::FXF_EXCL;
+            let h = s.open(&tmp, flags, 0o600)?;
+            let mut limited = Limited {
+                inner: &mut std::io::Cursor::new(data),
+                throttle: self.up.as_ref(),
+            };
+            let res =
+                write_and_close(s, &h, &mut limited).and_then(|()| s.posix_rename(&tmp, &target));
+            if res.is_err() && !s.is_dead() {
+                let _ = s.remove(&tmp);
+            }
+            Ok(res?)
+        })
     }
 
     fn delete(&self, kind: Kind, name: &str) -> Result<()> {

@@ -1827,6 +1827,9 @@ mod tests {
         fn delete(&self, kind: Kind, name: &str) -> Result<()> {
             self.inner.delete(kind, name)
         }
+        fn replace_config(&self, data: &[u8]) -> Result<()> {
+            self.inner.replace_config(data)
+        }
     }
 
     /// A prune replaces a segment (the replacement written, then the old

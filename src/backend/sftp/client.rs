@@ -93,6 +93,8 @@ pub struct Session {
     stderr_thread: Option<JoinHandle<()>>,
     next_id: u32,
     fsync_ext: bool,
+    /// The server offers `posix-rename@openssh.com`.
+    posix_rename_ext: bool,
     dead: bool,
     /// The child has been waited for: its pid (and process group id) may
     /// belong to another process now, so no signal goes there any more.
@@ -151,6 +153,7 @@ impl Session {
             stderr_thread: Some(stderr_thread),
             next_id: 1,
             fsync_ext: false,
+            posix_rename_ext: false,
             dead: false,
             reaped: false,
             timeout,
@@ -176,6 +179,7 @@ impl Session {
             )));
         }
         self.fsync_ext = ext.iter().any(|e| e == "fsync@openssh.com");
+        self.posix_rename_ext = ext.iter().any(|e| e == "posix-rename@openssh.com");
         Ok(())
     }
 
@@ -448,6 +452,30 @@ impl Session {
     /// `to` exists: the write-once primitive.
     pub fn rename(&mut self, from: &str, to: &str) -> SResult<()> {
         let r = self.call(|id| Request::new(proto::FXP_RENAME, id).str(from).str(to))?;
+        self.status(r)
+    }
+
+    /// Whether the server offers `posix-rename@openssh.com`.
+    pub fn has_posix_rename(&self) -> bool {
+        self.posix_rename_ext
+    }
+
+    /// `posix-rename@openssh.com`: POSIX rename(2) of `from` to `to`, which
+    /// atomically replaces `to` if it exists. Refused (as unsupported)
+    /// without sending anything if the server does not offer it.
+    pub fn posix_rename(&mut self, from: &str, to: &str) -> SResult<()> {
+        if !self.posix_rename_ext {
+            return Err(SftpError::Status {
+                code: proto::FX_OP_UNSUPPORTED,
+                message: "posix-rename@openssh.com is not offered".into(),
+            });
+        }
+        let r = self.call(|id| {
+            Request::new(proto::FXP_EXTENDED, id)
+                .str("posix-rename@openssh.com")
+                .str(from)
+                .str(to)
+        })?;
         self.status(r)
     }
 

@@ -117,6 +117,9 @@ impl Backend for FaultyBackend {
     fn delete(&self, kind: Kind, name: &str) -> Result<()> {
         self.inner.delete(kind, name)
     }
+    fn replace_config(&self, data: &[u8]) -> Result<()> {
+        self.inner.replace_config(data)
+    }
     fn stage(&self, _kind: Kind) -> Result<Staged> {
         Ok(Staged::Memory(Vec::new()))
     }
