@@ -31,6 +31,7 @@ mod remote;
 mod remote_sftp;
 mod repair_packs;
 mod repair_snapshots;
+mod replace_config;
 mod repo_core;
 mod restore_delete;
 mod restore_xattr;
