@@ -311,11 +311,24 @@ impl Backend for LocalBackend {
         let mut rnd = [0u8; 8];
         crate::crypto::fill_random(&mut rnd)?;
         let path = dir.join(format!("{TMP_PREFIX}{}", hex::encode(rnd)));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let create = || OpenOptions::new().write(true).create_new(true).open(&path);
+        let file = match create() {
+            // A kind's directory that an older format's repository never
+            // had (`marks/`, `dicts/`), or that a copy dropped because it
+            // was empty, is made on first use, below an existing root.
+            Err(e) if e.kind() == ErrorKind::NotFound && self.root.is_dir() => {
+                fs::create_dir(&dir)
+                    .or_else(|e| match e.kind() {
+                        ErrorKind::AlreadyExists => Ok(()),
+                        _ => Err(e),
+                    })
+                    .and_then(|()| sync_dir(&self.root))
+                    .map_err(|e| Error::io(&dir, e))?;
+                create()
+            }
+            r => r,
+        }
+        .map_err(|e| Error::io(&path, e))?;
         Ok(Staged::File(StagedFile {
             file: Some(file),
             path,

@@ -117,14 +117,12 @@ impl RestBackend {
         })
     }
 
-    /// POSTs `data` as object `name` (see [`Backend::write`]); `replace`:
-    /// over the existing config ([`Backend::replace_config`]), without the
-    /// check that it is absent.
-    fn post(&self, kind: Kind, name: &str, data: Body<'_>, replace: bool) -> Result<()> {
+    /// POSTs `data` as object `name` (see [`Backend::write`]).
+    fn post(&self, kind: Kind, name: &str, data: Body<'_>) -> Result<()> {
         let object = kind.path(name);
         // The protocol has no conditional create: the config, the one
         // object not named by its content, is checked first.
-        if !replace && kind == Kind::Config && self.exists(kind, name)? {
+        if kind == Kind::Config && self.exists(kind, name)? {
             return Err(Error::RepositoryExists(self.location()));
         }
         let url = self.url(&Self::rel(kind, name)?)?;
@@ -147,19 +145,6 @@ impl RestBackend {
                 ))),
             }
         })?;
-        if refused && replace {
-            return Err(Error::Backend {
-                object,
-                source: std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{}: the server refused to replace the config (HTTP 403; an append-only \
-                         server, or restic's rest-server, which never rewrites a config)",
-                        self.location()
-                    ),
-                ),
-            });
-        }
         if refused {
             // Same name, same bytes: already there is written.
             if kind != Kind::Config && self.exists(kind, name)? {
@@ -335,22 +320,20 @@ impl Backend for RestBackend {
     }
 
     fn write(&self, kind: Kind, name: &str, data: &[u8]) -> Result<()> {
-        self.post(kind, name, Body::Bytes(data), false)
+        self.post(kind, name, Body::Bytes(data))
     }
 
-    /// A POST of `config` over the existing one, after a HEAD finds it
-    /// there. The protocol says nothing of how a server stores a POST over
-    /// an object, so this is only as atomic as the server makes it:
-    /// `rclone serve restic` replaces it, through its remote's upload (over
-    /// a local directory, rclone 1.60 rewrites the file in place, which is
-    /// not atomic; over S3, a PUT, which is); append-only servers and
-    /// restic's rest-server refuse (HTTP 403), and so does this then.
-    fn replace_config(&self, data: &[u8]) -> Result<()> {
-        let (kind, name) = (Kind::Config, "config");
-        if !self.exists(kind, name)? {
-            return Err(Error::NoRepository(self.location()));
-        }
-        self.post(kind, name, Body::Bytes(data), true)
+    /// Refused: the REST protocol does not say how a server stores a POST
+    /// over an existing object, and none replaces the config atomically.
+    /// `rclone serve restic` over a local directory rewrites the file in
+    /// place (a crash midway would leave a partial config, and a failed
+    /// upload none), restic's rest-server refuses with HTTP 403. Migrate
+    /// on the server, on the repository's directory, instead.
+    fn replace_config(&self, _data: &[u8]) -> Result<()> {
+        Err(Error::Usage(format!(
+            "{}: a REST server does not replace the config atomically, so larder will not migrate it over REST; run `larder migrate` on the server, on the repository's directory",
+            self.location()
+        )))
     }
 
     fn delete(&self, kind: Kind, name: &str) -> Result<()> {
@@ -398,7 +381,7 @@ impl Backend for RestBackend {
         // Streamed from the staged file, not read into memory.
         let mut held = Vec::new();
         let body = super::staged_body(&mut staged, &mut held)?;
-        self.post(kind, name, body, false)
+        self.post(kind, name, body)
     }
 
     fn connections(&self) -> Option<usize> {

@@ -415,8 +415,10 @@ impl SftpBackend {
             let tmp = format!("{dir}/{TMP_PREFIX}{}", hex::encode(rnd));
             let flags = proto::FXF_WRITE | proto::FXF_CREAT | proto::FXF_EXCL;
             let h = match s.open(&tmp, flags, 0o600) {
-                Err(e) if e.is_not_found() && kind == Kind::Pack => {
-                    // The pack's fan-out directory is made on first use.
+                Err(e) if e.is_not_found() => {
+                    // The pack's fan-out directory is made on first use, as
+                    // is a kind's directory that an older format's
+                    // repository never had (`marks/`, `dicts/`).
                     mkdir_all(s, &dir)?;
                     s.open(&tmp, flags, 0o600)?
                 }

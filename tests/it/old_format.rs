@@ -38,7 +38,11 @@ pub fn fixture(version: u8, dir: &Path, without_lock: bool) -> Fixture {
         .join("repo-format/vectors/old")
         .join(format!("v{version}"));
     let st = std::process::Command::new("cp")
-        .args(["-r", path_str(&src.join("repo")), path_str(&dir.join("repo"))])
+        .args([
+            "-r",
+            path_str(&src.join("repo")),
+            path_str(&dir.join("repo")),
+        ])
         .status()
         .unwrap();
     assert!(st.success());
@@ -54,7 +58,10 @@ pub fn fixture(version: u8, dir: &Path, without_lock: bool) -> Fixture {
     for b in v["blobs"].as_array().unwrap() {
         if b["type"] == 0 {
             let what = b["what"].as_str().unwrap().to_string();
-            files.insert(what, hex::decode(b["plaintext_hex"].as_str().unwrap()).unwrap());
+            files.insert(
+                what,
+                hex::decode(b["plaintext_hex"].as_str().unwrap()).unwrap(),
+            );
         }
     }
     assert_eq!(files.len(), 2, "hello.txt and random.bin");
@@ -105,13 +112,22 @@ fn files_of(repo: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// Restores the fixture's snapshot into `target` and asserts that it holds
 /// exactly the fixture's files.
 pub fn restores_the_fixture(dir: &Path, f: &Fixture, target: &Path) {
-    old_ok(dir, f, &["restore", &f.snapshot, "--target", path_str(target)]);
+    old_ok(
+        dir,
+        f,
+        &["restore", &f.snapshot, "--target", path_str(target)],
+    );
     for (name, want) in &f.files {
         let got = fs::read(target.join(name)).unwrap();
         assert!(got == *want, "{name}: restored bytes differ");
     }
     let link = target.join("docs/link");
-    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
 }
 
 #[test]
@@ -164,7 +180,11 @@ fn old_versions_are_read_restored_and_checked() {
             &["restore", "latest", "--target", path_str(&copied)],
         );
         for (name, want) in &f.files {
-            assert!(fs::read(copied.join(name)).unwrap() == *want, "{name}: {}", o.all());
+            assert!(
+                fs::read(copied.join(name)).unwrap() == *want,
+                "{name}: {}",
+                o.all()
+            );
         }
 
         // The age key file of that version opens it too.
@@ -187,8 +207,7 @@ fn old_versions_are_read_restored_and_checked() {
         let o = old_larder(dir, &f, &["snapshots"]);
         assert_eq!(o.code, 1, "{}", o.all());
         assert!(
-            o.err.contains("format version 2 is not supported")
-                && o.err.contains("older larder"),
+            o.err.contains("format version 2 is not supported") && o.err.contains("older larder"),
             "{}",
             o.err
         );
@@ -203,7 +222,10 @@ fn an_old_repository_is_read_only_until_migrated() {
     let repo = dir.join("repo");
     let src = dir.join("src");
     write(&src.join("a.txt"), b"written after the migration\n");
-    write(&src.join("sub/b.bin"), &crate::support::rand_bytes(7, 300_000));
+    write(
+        &src.join("sub/b.bin"),
+        &crate::support::rand_bytes(7, 300_000),
+    );
 
     // Every command that writes is refused and writes nothing, not even a lock.
     let before = files_of(&repo);
@@ -231,14 +253,16 @@ fn an_old_repository_is_read_only_until_migrated() {
     // A reader's lock is written in version 4's bytes, so that a larder of
     // version 4 sees it; while it is held, the migration waits for nobody
     // and is refused.
-    fs::remove_file(repo.join("locks").join(
-        fs::read_dir(repo.join("locks"))
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .file_name(),
-    ))
+    fs::remove_file(
+        repo.join("locks").join(
+            fs::read_dir(repo.join("locks"))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+                .file_name(),
+        ),
+    )
     .unwrap();
     let lib = Repository::open(
         Arc::new(LocalBackend::new(repo.clone())),
@@ -313,4 +337,87 @@ fn an_old_repository_is_read_only_until_migrated() {
     old_ok(dir, &f, &["restore", &id, "--target", path_str(&new)]);
     let got = crate::faults::manifest(&new.join(src.strip_prefix("/").unwrap()));
     crate::faults::assert_same_manifest(&crate::faults::manifest(&src), &got, "new snapshot");
+}
+
+/// `n` files of text (no NUL byte, so the dictionary is trained from them),
+/// about 80 KB each, under `dir`.
+fn text_tree(dir: &Path, n: usize) {
+    let words = [
+        "larder", "keeps", "every", "file", "exactly", "years", "later", "restore",
+    ];
+    for i in 0..n {
+        let bytes = crate::support::rand_bytes(i as u64, 10_000);
+        let mut s = String::new();
+        for (j, b) in bytes.iter().enumerate() {
+            s.push_str(words[(*b % 8) as usize]);
+            s.push(if j % 12 == 11 { '\n' } else { ' ' });
+        }
+        write(&dir.join(format!("t{i}.txt")), s.as_bytes());
+    }
+}
+
+#[test]
+fn a_migrated_repository_takes_every_writer() {
+    for version in VERSIONS {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let f = fixture(version, dir, true);
+        let repo = dir.join("repo");
+        old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
+        assert_eq!(config_version(dir), 5);
+
+        // A backup that trains the repository's dictionary (a directory
+        // version 3 and 4 never had), then a prune that writes deletion
+        // marks (which version 3 never had) and deletes the old pack.
+        let src = dir.join("src");
+        text_tree(&src, 150);
+        old_ok(dir, &f, &["backup", path_str(&src)]);
+        assert_eq!(crate::faults::objects(&repo, "dicts"), 1, "v{version}");
+        let old_pack: Vec<_> = walkdir::WalkDir::new(repo.join("packs"))
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| fs::read(e.path()).unwrap())
+            .filter(|b| b[b.len() - 2] == version)
+            .collect();
+        assert_eq!(old_pack.len(), 1, "v{version}: the old version's pack");
+        old_ok(
+            dir,
+            &f,
+            &[
+                "forget",
+                &f.snapshot,
+                "--prune",
+                "--keep-delete",
+                "0s",
+                "--max-unused",
+                "0",
+            ],
+        );
+        let packs_left = walkdir::WalkDir::new(repo.join("packs"))
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .filter(|e| fs::read(e.path()).unwrap() == old_pack[0])
+            .count();
+        assert_eq!(packs_left, 0, "v{version}: the old pack was pruned");
+        old_check(dir, &f, &format!("v{version} after prune"));
+        let out = dir.join("out");
+        old_ok(dir, &f, &["restore", "latest", "--target", path_str(&out)]);
+        let got = crate::faults::manifest(&out.join(src.strip_prefix("/").unwrap()));
+        crate::faults::assert_same_manifest(&crate::faults::manifest(&src), &got, "after prune");
+
+        // The old version's key file is replaced by a new one.
+        let pw = dir.join("pw");
+        write(&pw, b"a new passphrase\n");
+        old_ok(
+            dir,
+            &f,
+            &["key", "passwd", "--new-password-file", path_str(&pw)],
+        );
+        let mut c = larder_cmd(&repo, &dir.join("cache"), &["snapshots", "--json"]);
+        c.env("LARDER_PASSWORD", "a new passphrase");
+        let o = wait_bounded(spawn(c), "snapshots with the new passphrase");
+        assert_eq!(o.code, 0, "{}", o.all());
+    }
 }
