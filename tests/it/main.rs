@@ -31,7 +31,6 @@ mod remote;
 mod remote_sftp;
 mod repair_packs;
 mod repair_snapshots;
-mod replace_config;
 mod repo_core;
 mod restore_delete;
 mod restore_xattr;

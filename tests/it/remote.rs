@@ -1,11 +1,13 @@
 //! Remote repositories against real servers started here on 127.0.0.1:
 //! restic's REST protocol (`rclone serve restic`, plain and append-only)
 //! and S3 (moto's server, found through `LARDER_MOTO_SERVER`), the latter
-//! also behind a fault-injecting proxy written below. Missing tools fail
+//! also behind a fault-injecting proxy written below; and
+//! `Backend::replace_config` on each (REST refuses it). Missing tools fail
 //! the tests unless `LARDER_ALLOW_SKIP=1`.
 
 use crate::common::{self, PASS};
 use crate::support::{assert_same_tree, json_lines, path_str, rand_bytes, run, write};
+use larder::backend::{Backend, Kind, RemoteOptions};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -1216,4 +1218,113 @@ fn rest_over_https_with_cacert_or_insecure_tls() {
         assert_ne!(code, 0, "{err}");
         assert!(err.contains(says) && err.contains(path_str(&file)), "{err}");
     }
+}
+
+// `Backend::replace_config` (the one rewrite of an object, for `migrate`):
+// each backend writes a config, replaces it, reads the new bytes back, and
+// refuses a location without a config with nothing created there. The
+// SFTP backend's test (remote_sftp.rs) shares the helpers below.
+
+pub(crate) const OLD: &[u8] = b"the config as init wrote it";
+pub(crate) const NEW: &[u8] = b"the config as migrate rewrote it, longer than before";
+pub(crate) const SHORT: &[u8] = b"short";
+
+fn open_backend(repo: &str) -> Box<dyn Backend> {
+    let opts = RemoteOptions::from_env().unwrap();
+    larder::backend::open(Path::new(repo), &opts).unwrap()
+}
+
+/// Writes a config, replaces it twice (longer, then shorter bytes) and
+/// reads each back; the config stays write-once for `write`.
+pub(crate) fn replace_and_read_back(b: &dyn Backend) {
+    b.write(Kind::Config, "config", OLD).unwrap();
+    for new in [NEW, SHORT] {
+        b.replace_config(new).unwrap();
+        assert_eq!(
+            b.read_bounded(Kind::Config, "config", 1 << 20).unwrap(),
+            new
+        );
+    }
+    let e = b.write(Kind::Config, "config", OLD).unwrap_err();
+    assert!(matches!(e, larder::Error::RepositoryExists(_)), "{e}");
+    assert_eq!(
+        b.read_bounded(Kind::Config, "config", 1 << 20).unwrap(),
+        SHORT
+    );
+}
+
+/// `replace_config` where there is no config: `NoRepository`, naming the
+/// location, and still no config.
+pub(crate) fn refused_without_a_config(b: &dyn Backend, names: &str) {
+    let e = b.replace_config(NEW).unwrap_err();
+    assert!(matches!(e, larder::Error::NoRepository(_)), "{e}");
+    assert!(e.to_string().contains(names), "{e}");
+    assert!(!b.exists(Kind::Config, "config").unwrap());
+}
+
+#[test]
+fn rest_refuses_to_replace_the_config() {
+    let d = tempfile::tempdir().unwrap();
+    let served = d.path().join("served");
+    let Some((_server, port)) = start_rclone(&served, false) else {
+        return;
+    };
+    let b = open_backend(&rest_repo(port));
+    b.create().unwrap();
+    b.write(Kind::Config, "config", OLD).unwrap();
+    // rclone would rewrite the file in place, which is not atomic: refused,
+    // named, the config as it was.
+    let e = b.replace_config(NEW).unwrap_err().to_string();
+    assert!(e.contains("does not replace the config atomically"), "{e}");
+    assert!(e.contains(&format!("127.0.0.1:{port}/repo")), "{e}");
+    assert!(!e.contains(REST_PASS), "{e}");
+    assert_eq!(std::fs::read(served.join("repo/config")).unwrap(), OLD);
+}
+
+/// Set in the copy of this test binary that runs the S3 test's body (the
+/// S3 backend reads its credentials from the process environment, which
+/// a test must not change under the others running beside it).
+const S3_CHILD_PORT: &str = "LARDER_TEST_REPLACE_CONFIG_S3_PORT";
+
+/// Starts moto and runs this test again in a child process with the
+/// credentials in its environment; there (`S3_CHILD_PORT` set), the body.
+#[test]
+fn s3_replaces_the_config() {
+    if let Some(port) = std::env::var_os(S3_CHILD_PORT) {
+        let port = port.to_string_lossy().into_owned();
+        let s3 = |prefix: &str| {
+            open_backend(&format!("s3:http://127.0.0.1:{port}/larder-test/{prefix}"))
+        };
+        let b = s3("repo");
+        b.create().unwrap();
+        refused_without_a_config(&*b, "larder-test/repo");
+        replace_and_read_back(&*b);
+        refused_without_a_config(&*s3("other"), "larder-test/other");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let Some((_server, port)) = start_moto(&d.path().join("moto-tmp")) else {
+        return;
+    };
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "remote::s3_replaces_the_config"])
+        .args(["--test-threads", "1", "--nocapture"])
+        .env(S3_CHILD_PORT, port.to_string())
+        .envs(s3_env())
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .env("LARDER_RETRY_TIME", "20")
+        .env("TMPDIR", d.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && o.contains("1 passed"),
+        "the S3 body failed ({})\nstdout:\n{o}\nstderr:\n{e}",
+        out.status
+    );
 }

@@ -2,11 +2,14 @@
 //! test on 127.0.0.1 at a free port as the current user, with a throwaway
 //! host key and client key, stopped when the test ends. larder reaches it
 //! through `LARDER_SFTP_COMMAND` (an `ssh` with that key, port and a
-//! known_hosts file holding only the throwaway host key).
+//! known_hosts file holding only the throwaway host key). Also
+//! `Backend::replace_config` by `posix-rename@openssh.com`, offered and
+//! denied.
 //!
 //! Without sshd or ssh the tests fail, unless `LARDER_ALLOW_SKIP=1`.
 
 use crate::common::{self, PASS, TEST_WF};
+use crate::remote::{NEW, OLD, SHORT, refused_without_a_config, replace_and_read_back};
 use crate::support::*;
 use larder::backend::retry::RetryPolicy;
 use larder::backend::{Backend, Kind, SftpBackend, SftpTarget};
@@ -90,6 +93,12 @@ fn free_port() -> u16 {
 
 impl Sshd {
     fn start() -> Sshd {
+        Self::start_with("")
+    }
+
+    /// `sftp_args`: arguments of its `internal-sftp` (`-P posix-rename`
+    /// denies that request).
+    fn start_with(sftp_args: &str) -> Sshd {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         keygen(&d.join("host_key"));
@@ -111,7 +120,7 @@ impl Sshd {
              AuthorizedKeysFile {d}/authorized_keys\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
              PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n\
-             Subsystem sftp internal-sftp\n",
+             Subsystem sftp internal-sftp {sftp_args}\n",
             d = d.display()
         );
         fs::write(d.join("sshd_config"), config).unwrap();
@@ -172,12 +181,25 @@ impl Sshd {
     /// The directory the server stores the repository in (the test looks
     /// at it directly, as the server's disk).
     fn repo_dir(&self) -> PathBuf {
-        self.dir.path().join("root/repo")
+        self.repo_dir_named("repo")
+    }
+
+    /// The directory the server stores repository `name` in.
+    fn repo_dir_named(&self, name: &str) -> PathBuf {
+        self.dir.path().join("root").join(name)
     }
 
     /// `user@127.0.0.1:/…/root/repo`, the part after `sftp:`.
     fn spec(&self) -> String {
-        format!("{}@127.0.0.1:{}", self.user, self.repo_dir().display())
+        self.spec_named("repo")
+    }
+
+    fn spec_named(&self, name: &str) -> String {
+        format!(
+            "{}@127.0.0.1:{}",
+            self.user,
+            self.repo_dir_named(name).display()
+        )
     }
 
     fn repo_string(&self) -> PathBuf {
@@ -185,7 +207,12 @@ impl Sshd {
     }
 
     fn backend(&self) -> SftpBackend {
-        SftpBackend::new(SftpTarget::parse(&self.spec()).unwrap())
+        self.backend_named("repo")
+    }
+
+    /// A backend for repository `name` on this server.
+    fn backend_named(&self, name: &str) -> SftpBackend {
+        SftpBackend::new(SftpTarget::parse(&self.spec_named(name)).unwrap())
             .unwrap()
             .with_command(&self.command())
     }
@@ -734,4 +761,43 @@ fn sftp_backup_survives_lost_connections() {
     let t = target.to_str().unwrap();
     sshd.run(&cache, &["restore", "latest", "--target", t], 0);
     assert_same_tree(&src, &target.join(src.strip_prefix("/").unwrap()));
+}
+
+/// With `posix-rename@openssh.com` the config is replaced, leaving no
+/// temporary file; a server that denies that request (and so does not
+/// offer it) gets the refusal of storage that cannot replace atomically,
+/// with nothing written and the config as it was.
+#[test]
+fn sftp_replaces_the_config_by_posix_rename() {
+    if !tools_present("sftp_replaces_the_config_by_posix_rename") {
+        return;
+    }
+    let sshd = Sshd::start();
+    let b = sshd.backend();
+    b.create().unwrap();
+    let layout = list_rel(&sshd.repo_dir());
+    refused_without_a_config(&b, &sshd.repo_dir().display().to_string());
+    assert_eq!(list_rel(&sshd.repo_dir()), layout, "nothing created");
+    replace_and_read_back(&b);
+    assert_eq!(fs::read(sshd.repo_dir().join("config")).unwrap(), SHORT);
+    assert!(b.leftovers().unwrap().is_empty());
+    let other = sshd.backend_named("other");
+    refused_without_a_config(&other, &sshd.repo_dir_named("other").display().to_string());
+    assert!(!sshd.repo_dir_named("other").exists());
+
+    let denying = Sshd::start_with("-P posix-rename");
+    let b = denying.backend();
+    b.create().unwrap();
+    b.write(Kind::Config, "config", OLD).unwrap();
+    let e = b.replace_config(NEW).unwrap_err();
+    assert!(matches!(e, larder::Error::Usage(_)), "{e}");
+    let e = e.to_string();
+    assert!(e.contains("cannot replace the config atomically"), "{e}");
+    assert!(e.contains("posix-rename@openssh.com"), "{e}");
+    assert!(e.contains(&denying.repo_dir().display().to_string()), "{e}");
+    assert_eq!(
+        b.read_bounded(Kind::Config, "config", 1 << 20).unwrap(),
+        OLD
+    );
+    assert!(b.leftovers().unwrap().is_empty(), "nothing was written");
 }
