@@ -34,24 +34,21 @@ pub enum Error {
     RepositoryExists(String),
     /// The repository needs a newer (or older) larder.
     #[error(
-        "{object}: format version {found} is not supported by this larder (it reads versions 3 to {supported}); {hint}"
+        "{object}: format version {found} is not supported by this larder (it reads versions {oldest} to {supported}); {hint}"
     )]
     UnsupportedVersion {
         object: String,
         found: u32,
+        oldest: u32,
         supported: u32,
         hint: &'static str,
     },
     /// A write to a repository of an older format version, which this
     /// larder reads but does not write until `migrate` upgrades it.
     #[error(
-        "repository {location} has format version {version}: this larder reads it but writes only version {writes}; upgrade it with `larder migrate upgrade_repo_v{writes}` (after that, larders older than this one cannot open it)"
+        "repository {location} has format version {version}: this larder reads it but does not write it; upgrade it with `larder migrate upgrade_repo_v6` (after that, larders older than this one cannot open it)"
     )]
-    OldFormat {
-        location: String,
-        version: u8,
-        writes: u8,
-    },
+    OldFormat { location: String, version: u8 },
     /// No key file opened with the given passphrase or identity.
     #[error("wrong password or no key found that opens the repository")]
     WrongPassword,

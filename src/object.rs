@@ -22,6 +22,12 @@ pub const FORMAT_VERSION: u8 = 5;
 /// as version 5's; a repository whose config is older than
 /// [`FORMAT_VERSION`] is read-only until `migrate` upgrades it.
 pub const OLDEST_READ_VERSION: u8 = 3;
+/// The version of a migrated repository's config (and of no other
+/// object): a repository of version 5 that also holds objects of versions
+/// 3 and 4. Larders that read version 5 alone refuse it at its config,
+/// instead of failing later on its older objects (repo-format/SPEC.md,
+/// section 4).
+pub const MIGRATED_VERSION: u8 = 6;
 /// Largest decoded body a reader accepts (bounds every allocation).
 pub const MAX_OBJECT_PLAIN: usize = 256 << 20;
 /// Largest stored sealed object a reader accepts (body limit plus framing).
@@ -107,17 +113,32 @@ pub fn check_header(what: &str, ty: ObjectType, bytes: &[u8]) -> Result<u8> {
             ),
         ));
     }
-    check_version(what, first_version(ty), bytes[5])
+    let newest = match ty {
+        ObjectType::Config => MIGRATED_VERSION,
+        _ => FORMAT_VERSION,
+    };
+    let found = check_version(what, newest, bytes[5])?;
+    if found < first_version(ty) {
+        return Err(Error::corrupt(
+            what,
+            format!(
+                "format version {found} had no such objects (they began in version {})",
+                first_version(ty)
+            ),
+        ));
+    }
+    Ok(found)
 }
 
 /// Checks a format version byte `found` against what this build reads
-/// (`oldest` to [`FORMAT_VERSION`]); returns it.
-pub fn check_version(what: &str, oldest: u8, found: u8) -> Result<u8> {
-    if !(oldest..=FORMAT_VERSION).contains(&found) {
+/// ([`OLDEST_READ_VERSION`] to `newest`); returns it.
+pub fn check_version(what: &str, newest: u8, found: u8) -> Result<u8> {
+    if !(OLDEST_READ_VERSION..=newest).contains(&found) {
         return Err(Error::UnsupportedVersion {
             object: what.to_string(),
             found: found as u32,
-            supported: FORMAT_VERSION as u32,
+            oldest: OLDEST_READ_VERSION as u32,
+            supported: newest as u32,
             hint: version_hint(found),
         });
     }

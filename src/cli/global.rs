@@ -260,6 +260,21 @@ impl Global {
     /// it into an empty cache. The segments that sync skips are printed
     /// as warnings when it meets them.
     pub fn open(&self) -> Result<Repository> {
+        let repo = self.open_quietly_if_old()?;
+        if repo.format_version() < crate::object::FORMAT_VERSION {
+            eprintln!(
+                "warning: repository {} has format version {}: read-only for this larder until `larder migrate {}`",
+                super::output::safe(&repo.backend().location()),
+                repo.format_version(),
+                crate::repository::UPGRADE_MIGRATION
+            );
+        }
+        Ok(repo)
+    }
+
+    /// [`Global::open`] without its warning that a repository of an older
+    /// format is read-only (for `migrate`, which is the way out).
+    pub fn open_quietly_if_old(&self) -> Result<Repository> {
         let backend = self.backend()?;
         let mut warnings = Vec::new();
         let (cred, cache) = (self.credential()?, self.cache_dir());

@@ -84,7 +84,7 @@ enum Command {
     Tag(cmd_tag::Args),
     Rewrite(cmd_rewrite::Args),
     Unlock(cmd_unlock::Args),
-    /// List or apply repository migrations: `upgrade_repo_v5` makes a
+    /// List or apply repository migrations: `upgrade_repo_v6` makes a
     /// repository written by an older larder (format version 3 or 4)
     /// writable by this one
     Migrate(cmd_migrate::Args),

@@ -129,7 +129,7 @@ pub fn repair_snapshots(
 ) -> Result<RepairReport> {
     // A dry run changes nothing: it need not wait for a forget or a tag.
     let guard = if opts.dry_run {
-        repo.lock_shared()?
+        repo.lock_reader()?
     } else {
         repo.lock_snapshots()?
     };

@@ -120,7 +120,7 @@ pub fn rewrite(
     }
     // A dry run changes nothing: it need not wait for a forget or a tag.
     let guard = if opts.dry_run {
-        repo.lock_shared()?
+        repo.lock_reader()?
     } else {
         repo.lock_snapshots()?
     };

@@ -19,7 +19,7 @@ pub use writer::{FinishedPack, PackWriter};
 use crate::crypto::{Keys, SEAL_OVERHEAD};
 use crate::error::{Error, Result};
 use crate::id::Id;
-use crate::object::{FORMAT_VERSION, OLDEST_READ_VERSION};
+use crate::object::FORMAT_VERSION;
 use serde::{Deserialize, Serialize};
 
 /// Trailer magic (6 bytes) before the version and a reserved zero byte.
@@ -186,7 +186,7 @@ pub fn parse_trailer(what: &str, pack_len: u64, trailer: &[u8]) -> Result<(u64, 
             "not a larder pack (bad trailer magic)",
         ));
     }
-    crate::object::check_version(what, OLDEST_READ_VERSION, trailer[10])?;
+    crate::object::check_version(what, FORMAT_VERSION, trailer[10])?;
     if trailer[11] != 0 {
         return Err(Error::corrupt(what, "reserved trailer byte is not zero"));
     }

@@ -33,6 +33,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
+/// The name of the migration that makes a repository of an older format
+/// writable ([`Repository::upgrade_format`]).
+pub const UPGRADE_MIGRATION: &str = "upgrade_repo_v6";
+
+/// How long a migration keeps its lock after the config is replaced: an
+/// older larder that read the old config just before (and is deriving its
+/// key) meets the lock if it locks within this time, rather than working
+/// on a migrated repository whose version-5 locks it cannot read.
+pub const MIGRATION_HOLD: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The largest pack of trees fetched whole into the tree cache.
 const TREE_PACK_MAX: u64 = 32 << 20;
 
@@ -217,13 +227,6 @@ impl Repository {
                 let config = open_config(&bytes, &keys)?;
                 Ok((keys, config))
             })?;
-        if version < object::FORMAT_VERSION {
-            warnings.push(format!(
-                "repository {} has format version {version}: read-only for this larder until `larder migrate upgrade_repo_v{}`",
-                backend.location(),
-                object::FORMAT_VERSION
-            ));
-        }
         Self::finish_open(backend, keys, master, (config, version), key_id, cache_dir)
     }
 
@@ -297,39 +300,50 @@ impl Repository {
     }
 
     /// The format version of the repository's config: the version this
-    /// larder writes ([`object::FORMAT_VERSION`]), or an older one it reads
-    /// (from [`object::OLDEST_READ_VERSION`]). A repository of an older
-    /// version is read-only: every lock a writer takes is refused
-    /// ([`Error::OldFormat`]) until [`Repository::upgrade_format`]; a
+    /// larder writes ([`object::FORMAT_VERSION`]), [`object::MIGRATED_VERSION`]
+    /// for a repository [`Repository::upgrade_format`] migrated, or an
+    /// older one it reads (from [`object::OLDEST_READ_VERSION`]). A
+    /// repository of an older version is read-only: every lock a writer
+    /// takes is refused ([`Error::OldFormat`]) until it is migrated; a
     /// reader's lock is written in the older version's bytes, so that the
     /// older larder sees it.
     pub fn format_version(&self) -> u8 {
         self.format_version
     }
 
-    /// Upgrades a repository of an older format version to the one this
-    /// larder writes (`larder migrate upgrade_repo_v5`). Under an exclusive
-    /// lock, written in the older version's bytes so that an older larder
-    /// still at work sees it (and while one holds a lock, none is taken),
-    /// the config is read again and rewritten with the current version
-    /// byte, its body unchanged, in one atomic replacement
-    /// ([`Backend::replace_config`]). Nothing else is rewritten: objects of
-    /// the older version stay as they are and read as before. After it,
-    /// an older larder refuses the repository at its config, which is the
-    /// point: it could not read the dictionaries this one then writes.
+    /// Upgrades a repository of an older format version so that this
+    /// larder writes it (`larder migrate upgrade_repo_v6`). Under an
+    /// exclusive lock, written in the older version's bytes so that an
+    /// older larder at work sees it (and while any lock is held, none is
+    /// taken), the config is read again, its stored bytes are handed to
+    /// `keep_old` (to keep for a user who must go back; an error there
+    /// stops the migration before anything is written), and it is rewritten with
+    /// the version byte [`object::MIGRATED_VERSION`], its body unchanged,
+    /// in one atomic replacement ([`Backend::replace_config`]). Nothing
+    /// else is rewritten: the older version's objects stay as they are and
+    /// read as before. The lock is then held for [`MIGRATION_HOLD`] more,
+    /// for an older larder that read the old config just before the
+    /// replacement and has yet to lock. After it, larders that read only
+    /// version 5 or older refuse the repository at its config: the older
+    /// ones could not read the dictionaries this one then writes, the
+    /// earlier version-5 ones could not read the older objects.
     /// Returns the version it upgraded from, or None when the repository
-    /// already had the current version (nothing is written then).
-    pub fn upgrade_format(&self) -> Result<Option<u8>> {
-        if self.format_version == object::FORMAT_VERSION {
+    /// needed no migration (nothing is written then).
+    pub fn upgrade_format(
+        &self,
+        keep_old: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<Option<u8>> {
+        if self.format_version >= object::FORMAT_VERSION {
             return Ok(None);
         }
         let lock = self.take_lock(LockMode::Exclusive)?;
-        // Again under the lock: another migrate may have run meanwhile.
+        // Again under the lock: another migration may have run meanwhile.
         let bytes = self.backend.read_bounded(Kind::Config, "config", 1 << 20)?;
         let version = object::check_header("config", ObjectType::Config, &bytes)?;
-        if version == object::FORMAT_VERSION {
+        if version >= object::FORMAT_VERSION {
             return Ok(None);
         }
+        keep_old(&bytes)?;
         let body = object::open_body_owned(&self.keys, ObjectType::Config, "config", bytes)?;
         let config: Config = object::decode("config", &body)?;
         if config.id != self.config.id {
@@ -338,9 +352,16 @@ impl Repository {
                 "the repository's config changed while it was open",
             ));
         }
-        let sealed = object::seal_body(&self.keys, ObjectType::Config, &body)?;
+        let sealed = object::seal_body_as(
+            &self.keys,
+            ObjectType::Config,
+            object::MIGRATED_VERSION,
+            &body,
+        )?;
         lock.check()?;
         self.backend.replace_config(&sealed)?;
+        std::thread::sleep(MIGRATION_HOLD);
+        drop(lock);
         Ok(Some(version))
     }
 
@@ -350,7 +371,6 @@ impl Repository {
             return Err(Error::OldFormat {
                 location: self.backend.location(),
                 version: self.format_version,
-                writes: object::FORMAT_VERSION,
             });
         }
         Ok(())
@@ -551,7 +571,7 @@ impl Repository {
     /// repository's cache directory when the backend cannot tell their age.
     pub fn lock_config(&self) -> Result<LockConfig> {
         let mut cfg = LockConfig::from_env(Some(self.cache_dir.clone()))?;
-        cfg.format = self.format_version;
+        cfg.format = self.format_version.min(object::FORMAT_VERSION);
         (cfg.retry, cfg.on_wait) = *self
             .lock_retry
             .lock()
@@ -575,6 +595,15 @@ impl Repository {
     /// each write.
     pub fn lock_shared(&self) -> Result<LockGuard> {
         self.writable()?;
+        self.take_lock(LockMode::Shared)
+    }
+
+    /// A shared lock of its own for a command that only reads but keeps a
+    /// guard of its own (the dry runs of `rewrite` and `repair
+    /// snapshots`): as [`Repository::lock_shared`], but allowed on a
+    /// repository of an older format version, whose larder reads it in
+    /// that version's bytes.
+    pub fn lock_reader(&self) -> Result<LockGuard> {
         self.take_lock(LockMode::Shared)
     }
 

@@ -3,7 +3,7 @@
 //! kept in `repo-format/vectors/old/`). This larder reads them (snapshots,
 //! ls, restore, check with the data, both kinds of key), refuses to write
 //! to them, writes its readers' locks in their version's bytes, and
-//! `migrate upgrade_repo_v5` makes them writable by rewriting the config
+//! `migrate upgrade_repo_v6` makes them writable by rewriting the config
 //! alone, beside another larder's lock and after a `kill -9`
 //! (`faults::crash_points`).
 
@@ -148,7 +148,7 @@ fn old_versions_are_read_restored_and_checked() {
         assert_eq!(ids, [f.snapshot.as_str()], "v{version}");
         assert!(
             o.err.contains(&format!("format version {version}"))
-                && o.err.contains("migrate upgrade_repo_v5"),
+                && o.err.contains("migrate upgrade_repo_v6"),
             "v{version}: the read-only warning: {}",
             o.err
         );
@@ -214,6 +214,92 @@ fn old_versions_are_read_restored_and_checked() {
     }
 }
 
+/// Every command that writes is refused on the fixture of `version` in
+/// `dir`, and writes nothing, not even a lock; a dry run that only reads
+/// works.
+fn writers_are_refused(dir: &Path, f: &Fixture, version: u8, src: &Path) {
+    let repo = dir.join("repo");
+    let before = files_of(&repo);
+    let name_in = |kind: &str| -> String {
+        walkdir::WalkDir::new(repo.join(kind))
+            .into_iter()
+            .map(|e| e.unwrap())
+            .find(|e| e.file_type().is_file())
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let pack = name_in("packs");
+    // The key not used to open: the passphrase opens the first it tries.
+    let keys: Vec<String> = fs::read_dir(repo.join("keys"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let pw = dir.join("new-pass");
+    write(&pw, b"another passphrase\n");
+    let (other, other_cache) = (dir.join("other"), dir.join("other-cache"));
+    if !other.exists() {
+        drop(crate::common::init_at(&other, &other_cache));
+        crate::faults::larder_ok(&other, &other_cache, &["backup", path_str(src)]);
+    }
+    let writers: Vec<Vec<&str>> = vec![
+        vec!["backup", path_str(src)],
+        vec!["forget", "--keep-last", "1"],
+        vec!["tag", "--add", "x", "latest"],
+        vec!["rewrite", "--exclude", "*.bin", "latest"],
+        vec!["repair", "snapshots"],
+        vec!["repair", "index"],
+        vec!["repair", "packs", &pack],
+        vec!["prune"],
+        vec!["prune", "--dry-run"],
+        vec!["recover"],
+        vec!["key", "add", "--new-password-file", path_str(&pw)],
+        vec!["key", "passwd", "--new-password-file", path_str(&pw)],
+        vec!["key", "remove", &keys[0]],
+        vec!["key", "remove", &keys[1]],
+        vec!["copy", "--from-repo", path_str(&other)],
+    ];
+    for args in &writers {
+        let mut c = larder_cmd(&repo, &dir.join("cache"), args);
+        c.env("LARDER_PASSWORD", &f.passphrase)
+            .env("LARDER_FROM_PASSWORD", crate::common::PASS);
+        let o = wait_bounded(spawn(c), &format!("larder {args:?}"));
+        assert_eq!(o.code, 1, "v{version} {args:?}: {}", o.all());
+        assert!(
+            o.err.contains(&format!("has format version {version}"))
+                && o.err.contains("larder migrate upgrade_repo_v6"),
+            "v{version} {args:?}: {}",
+            o.err
+        );
+        assert!(
+            files_of(&repo) == before,
+            "v{version} {args:?} changed the repository"
+        );
+    }
+    // Dry runs that read only, with a reader's lock.
+    for args in [
+        ["rewrite", "--dry-run", "--exclude", "*.bin", "latest"].as_slice(),
+        &["repair", "snapshots", "--dry-run"],
+        &["forget", "--keep-last", "1", "--dry-run"],
+    ] {
+        old_ok(dir, f, args);
+    }
+    assert!(
+        files_of(&repo) == before,
+        "v{version}: a dry run changed the repository"
+    );
+}
+
+#[test]
+fn every_writer_is_refused_on_an_old_repository() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = fixture(3, tmp.path(), false);
+    let src = tmp.path().join("src");
+    write(&src.join("a.txt"), b"text\n");
+    writers_are_refused(tmp.path(), &f, 3, &src);
+}
+
 #[test]
 fn an_old_repository_is_read_only_until_migrated() {
     let tmp = tempfile::tempdir().unwrap();
@@ -227,28 +313,14 @@ fn an_old_repository_is_read_only_until_migrated() {
         &crate::support::rand_bytes(7, 300_000),
     );
 
-    // Every command that writes is refused and writes nothing, not even a lock.
+    writers_are_refused(dir, &f, 4, &src);
     let before = files_of(&repo);
-    let writers: [&[&str]; 7] = [
-        &["backup", path_str(&src)],
-        &["forget", "--keep-last", "1"],
-        &["tag", "--add", "x", "latest"],
-        &["prune"],
-        &["repair", "index"],
-        &["key", "add", "--new-password-file", "/dev/null"],
-        &["recover"],
-    ];
-    for args in writers {
-        let o = old_larder(dir, &f, args);
-        assert_eq!(o.code, 1, "{args:?}: {}", o.all());
-        assert!(
-            o.err.contains("has format version 4")
-                && o.err.contains("larder migrate upgrade_repo_v5"),
-            "{args:?}: {}",
-            o.err
-        );
-        assert!(files_of(&repo) == before, "{args:?} changed the repository");
-    }
+
+    // The lock the version-4 larder left (a holder on another machine,
+    // live by the storage's clock) stops the migration.
+    let o = old_larder(dir, &f, &["migrate", "upgrade_repo_v6"]);
+    assert_eq!(o.code, 11, "beside the old larder's lock: {}", o.all());
+    assert_eq!(config_version(dir), 4);
 
     // A reader's lock is written in version 4's bytes, so that a larder of
     // version 4 sees it; while it is held, the migration waits for nobody
@@ -278,7 +350,7 @@ fn an_old_repository_is_read_only_until_migrated() {
         .collect();
     assert_eq!(locks.len(), 1);
     assert_eq!(&locks[0][..6], b"LRDRL\x04", "the reader's lock header");
-    let o = old_larder(dir, &f, &["migrate", "upgrade_repo_v5"]);
+    let o = old_larder(dir, &f, &["migrate", "upgrade_repo_v6"]);
     assert_eq!(o.code, 11, "beside a reader's lock: {}", o.all());
     assert_eq!(config_version(dir), 4);
     drop(held);
@@ -286,24 +358,33 @@ fn an_old_repository_is_read_only_until_migrated() {
 
     let list = old_ok(dir, &f, &["migrate"]);
     assert!(
-        list.out.contains("upgrade_repo_v5") && list.out.contains("applies"),
+        list.out.contains("upgrade_repo_v6") && list.out.contains("applies"),
         "{}",
         list.out
     );
-    let o = old_larder(dir, &f, &["migrate", "upgrade_repo_v6"]);
+    let o = old_larder(dir, &f, &["migrate", "upgrade_repo_v7"]);
     assert_eq!(o.code, 1, "{}", o.all());
     assert!(o.err.contains("unknown migration"), "{}", o.err);
     assert_eq!(config_version(dir), 4);
 
     let config_before = fs::read(repo.join("config")).unwrap();
-    let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
+    let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v6"]);
     assert!(
-        o.out.contains("upgraded from format version 4 to 5"),
+        o.out.contains("upgraded from format version 4 to 6"),
         "{}",
         o.out
     );
+    assert!(!o.err.contains("read-only"), "{}", o.err);
     let config_after = fs::read(repo.join("config")).unwrap();
-    assert_eq!(config_after[5], 5);
+    assert_eq!(config_after[5], 6);
+    // The old config is kept where the output says.
+    let kept = o
+        .out
+        .lines()
+        .find_map(|l| l.strip_prefix("its old config is kept in "))
+        .and_then(|l| l.split(" (").next())
+        .unwrap();
+    assert!(fs::read(kept).unwrap() == config_before, "the kept config");
     assert_eq!(config_after[..5], config_before[..5]);
     assert!(config_after[6..] != config_before[6..], "sealed again");
     // Nothing but the config was rewritten; the migration's lock is gone.
@@ -314,7 +395,7 @@ fn an_old_repository_is_read_only_until_migrated() {
     assert!(after == want, "files other than the config changed");
 
     // Again: nothing to do, nothing written.
-    let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
+    let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v6"]);
     assert!(o.out.contains("nothing to do"), "{}", o.out);
     assert!(fs::read(repo.join("config")).unwrap() == config_after);
     let list = old_ok(dir, &f, &["migrate"]);
@@ -363,8 +444,8 @@ fn a_migrated_repository_takes_every_writer() {
         let dir = tmp.path();
         let f = fixture(version, dir, true);
         let repo = dir.join("repo");
-        old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
-        assert_eq!(config_version(dir), 5);
+        old_ok(dir, &f, &["migrate", "upgrade_repo_v6"]);
+        assert_eq!(config_version(dir), 6);
 
         // A backup that trains the repository's dictionary (a directory
         // version 3 and 4 never had), then a prune that writes deletion

@@ -1751,17 +1751,19 @@ fn unknown_versions_are_refused() {
     let keys = Keys::derive(&MasterKey::from_bytes(master_of(&v)));
 
     // A newer config: refused before any key is tried, with a clear message.
+    // A config may say 6 (a migrated repository, SPEC section 4): 7 is the
+    // first version no larder of this format writes.
     let cp = Scratch::new();
     let cfg = cp.root().join("config");
     let mut b = std::fs::read(&cfg).unwrap();
-    b[5] = SPEC_VERSION + 1;
+    b[5] = SPEC_VERSION + 2;
     std::fs::write(&cfg, &b).unwrap();
     match cp.open(&Credential::passphrase("wrong on purpose")) {
         Err(
             e @ Error::UnsupportedVersion {
                 found, supported, ..
             },
-        ) if found == SPEC_VERSION as u32 + 1 && supported == SPEC_VERSION as u32 => {
+        ) if found == SPEC_VERSION as u32 + 2 && supported == SPEC_VERSION as u32 + 1 => {
             assert!(e.to_string().contains("upgrade larder"), "{e}");
         }
         Err(e) => panic!("expected UnsupportedVersion, got {e}"),

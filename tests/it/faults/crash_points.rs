@@ -852,16 +852,16 @@ fn a_migrate_killed_at_each_open_leaves_a_repository_it_completes() {
     let env = [("LARDER_PASSWORD", f.passphrase.as_str())];
     each_point(
         base.path(),
-        &["migrate", "upgrade_repo_v5"],
+        &["migrate", "upgrade_repo_v6"],
         &env,
         false,
         |dir, what| {
             // The config is whole, of one version or the other.
             let v = config_version(dir);
-            assert!(v == 4 || v == 5, "{what}: config version {v}");
+            assert!(v == 4 || v == 6, "{what}: config version {v}");
             old_check(dir, &f, what);
-            let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v5"]);
-            assert_eq!(config_version(dir), 5, "{what}: {}", o.all());
+            let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v6"]);
+            assert_eq!(config_version(dir), 6, "{what}: {}", o.all());
             restores_the_fixture(dir, &f, &dir.join("restored"));
         },
     );
