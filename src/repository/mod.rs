@@ -221,6 +221,19 @@ impl Repository {
         };
         // Say "needs a newer larder" before asking for any key.
         let version = object::check_header("config", ObjectType::Config, &bytes)?;
+        // Dictionaries are version 5's: beside an older config, that config
+        // was put back over a migrated one (by hand, or by someone with
+        // write access to the storage), and an older larder must not
+        // write there.
+        if version < object::FORMAT_VERSION && !backend.list(Kind::Dict)?.is_empty() {
+            return Err(Error::corrupt(
+                "config",
+                format!(
+                    "format version {version}, yet dicts/ holds version-5 dictionaries: this config was put back over a migrated one after data was written with it; restore the migrated config (format version {})",
+                    object::MIGRATED_VERSION
+                ),
+            ));
+        }
         let (key_id, master, (keys, config)) =
             keys::find_key(backend.as_ref(), cred, warnings, |master| {
                 let keys = Keys::derive(master);

@@ -493,6 +493,22 @@ fn a_migrated_repository_takes_every_writer() {
         let got = crate::faults::manifest(&out.join(src.strip_prefix("/").unwrap()));
         crate::faults::assert_same_manifest(&crate::faults::manifest(&src), &got, "after prune");
 
+        // The config kept by the migration, put back now that a dictionary
+        // was written, is refused as a rollback; the migrated one opens.
+        let migrated = fs::read(repo.join("config")).unwrap();
+        let kept = dir
+            .join("cache")
+            .read_dir()
+            .unwrap()
+            .map(|e| e.unwrap().path().join("config-before-upgrade_repo_v6"))
+            .find(|p| p.exists())
+            .unwrap();
+        fs::copy(&kept, repo.join("config")).unwrap();
+        let o = old_larder(dir, &f, &["snapshots"]);
+        assert_eq!(o.code, 1, "{}", o.all());
+        assert!(o.err.contains("put back over a migrated one"), "{}", o.err);
+        fs::write(repo.join("config"), &migrated).unwrap();
+
         // The old version's key file is replaced by a new one.
         let pw = dir.join("pw");
         write(&pw, b"a new passphrase\n");
@@ -506,4 +522,54 @@ fn a_migrated_repository_takes_every_writer() {
         let o = wait_bounded(spawn(c), "snapshots with the new passphrase");
         assert_eq!(o.code, 0, "{}", o.all());
     }
+}
+
+#[test]
+fn a_readers_lock_keeps_the_old_version_when_refreshed() {
+    use larder::lock::{LockConfig, LockGuard, LockMode};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let f = fixture(3, dir, true);
+    let repo = dir.join("repo");
+    let lib = Repository::open(
+        Arc::new(LocalBackend::new(repo.clone())),
+        &Credential::passphrase(&f.passphrase),
+        &dir.join("lib-cache"),
+    )
+    .unwrap();
+    let cfg = LockConfig {
+        refresh: std::time::Duration::from_secs(1),
+        ..lib.lock_config().unwrap()
+    };
+    assert_eq!(cfg.format, 3);
+    let names = || -> Vec<String> {
+        fs::read_dir(repo.join("locks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let guard =
+        LockGuard::acquire(lib.backend_arc(), lib.master(), LockMode::Shared, &cfg).unwrap();
+    let first = names();
+    assert_eq!(first.len(), 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while names() == first {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lock was never refreshed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    guard.check().unwrap();
+    // A later refresh may remove a listed lock before it is read.
+    let headers: Vec<Vec<u8>> = names()
+        .iter()
+        .filter_map(|n| fs::read(repo.join("locks").join(n)).ok())
+        .map(|b| b[..6].to_vec())
+        .collect();
+    assert!(!headers.is_empty());
+    for h in headers {
+        assert_eq!(h, b"LRDRL\x03", "the refreshed lock's header");
+    }
+    drop(guard);
 }
