@@ -31,6 +31,9 @@ fuzz_target!(|data: &[u8]| {
 
     // 2. Raw bytes as a sealed header: authentication must fail cleanly.
     check(WHAT, &pack::open_header(k, WHAT, rest, data_len));
+    // ... and as a header of each older version this larder reads.
+    let version = larder::object::OLDEST_READ_VERSION + (data_len % 3) as u8;
+    check(WHAT, &pack::open_header_as(k, WHAT, rest, data_len, version));
 
     // 3. A whole pack around the bytes, header sealed with the right key.
     if rest.len() < 2 {
