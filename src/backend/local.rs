@@ -315,8 +315,15 @@ impl Backend for LocalBackend {
         let file = match create() {
             // A kind's directory that an older format's repository never
             // had (`marks/`, `dicts/`), or that a copy dropped because it
-            // was empty, is made on first use, below an existing root.
-            Err(e) if e.kind() == ErrorKind::NotFound && self.root.is_dir() => {
+            // was empty, is made on first use, but only in a repository:
+            // beside its config (never on the disk under an unmounted
+            // one), and never the root itself.
+            Err(e)
+                if e.kind() == ErrorKind::NotFound
+                    && dir != self.root
+                    && fs::symlink_metadata(self.root.join("config"))
+                        .is_ok_and(|m| m.is_file()) =>
+            {
                 fs::create_dir(&dir)
                     .or_else(|e| match e.kind() {
                         ErrorKind::AlreadyExists => Ok(()),
@@ -589,6 +596,25 @@ mod tests {
         b.write(Kind::Config, "config", b"config").unwrap();
         let e = b.create().unwrap_err();
         assert!(matches!(e, Error::RepositoryExists(_)), "{e}");
+    }
+
+    /// A kind's missing directory (one an older format never had) is made
+    /// on its first write, but only beside a config: never on a disk
+    /// where the repository is not (an unmounted one's mount point).
+    #[test]
+    fn a_missing_kind_directory_is_made_only_in_a_repository() {
+        let (d, b) = backend();
+        let root = d.path().join("repo");
+        fs::remove_dir_all(root.join("dicts")).unwrap();
+        let e = b.write(Kind::Dict, "d1", b"dict").unwrap_err();
+        assert!(e.to_string().contains("dicts"), "{e}");
+        assert!(!root.join("dicts").exists(), "made without a config");
+        b.write(Kind::Config, "config", b"config").unwrap();
+        b.write(Kind::Dict, "d1", b"dict").unwrap();
+        assert_eq!(fs::read(root.join("dicts/d1")).unwrap(), b"dict");
+        let gone = LocalBackend::new(d.path().join("gone"));
+        assert!(gone.write(Kind::Lock, "l1", b"lock").is_err());
+        assert!(!d.path().join("gone").exists(), "a missing root was made");
     }
 
     #[test]

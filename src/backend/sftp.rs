@@ -401,6 +401,7 @@ impl SftpBackend {
     /// whether it was created (false: the name existed).
     fn upload(&self, kind: Kind, name: &str, src: &mut dyn ReadSeek) -> Result<()> {
         let target = self.object_path(kind, name)?;
+        let config = self.object_path(Kind::Config, "config")?;
         let object = kind.path(name);
         let dir = match target.rfind('/') {
             Some(i) => target[..i].to_string(),
@@ -415,11 +416,16 @@ impl SftpBackend {
             let tmp = format!("{dir}/{TMP_PREFIX}{}", hex::encode(rnd));
             let flags = proto::FXF_WRITE | proto::FXF_CREAT | proto::FXF_EXCL;
             let h = match s.open(&tmp, flags, 0o600) {
-                Err(e) if e.is_not_found() => {
-                    // The pack's fan-out directory is made on first use, as
-                    // is a kind's directory that an older format's
-                    // repository never had (`marks/`, `dicts/`).
+                Err(e) if e.is_not_found() && kind == Kind::Pack => {
+                    // The pack's fan-out directory is made on first use.
                     mkdir_all(s, &dir)?;
+                    s.open(&tmp, flags, 0o600)?
+                }
+                // So is a kind's directory that an older format's
+                // repository never had (`marks/`, `dicts/`): that one
+                // directory, and only beside the repository's config.
+                Err(e) if e.is_not_found() && kind != Kind::Config && s.lstat(&config).is_ok() => {
+                    s.mkdir(&dir, 0o700)?;
                     s.open(&tmp, flags, 0o600)?
                 }
                 r => r?,

@@ -40,11 +40,19 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
             "unknown migration {name:?}: larder has one, {UPGRADE_MIGRATION} (`larder migrate` lists it)"
         )));
     }
-    let kept = repo
-        .cache_dir()
-        .join(format!("config-before-{UPGRADE_MIGRATION}"));
-    let mut keep_old = |bytes: &[u8]| crate::schedule::atomic::write_atomic(&kept, bytes);
+    // In the state directory, which neither `--no-cache` nor `cache
+    // --cleanup` removes.
+    let dir = crate::host::state_dir().join("migrations");
+    let kept = dir.join(format!(
+        "{}-config-before-{UPGRADE_MIGRATION}",
+        repo.config().id.to_hex()
+    ));
+    let mut keep_old = |bytes: &[u8]| {
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        crate::schedule::atomic::write_atomic(&kept, bytes)
+    };
     let location = repo.backend().location();
+    let location = super::output::safe(&location);
     match repo.upgrade_format(&mut keep_old)? {
         Some(from) => {
             if !g.quiet {

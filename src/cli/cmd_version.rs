@@ -17,7 +17,8 @@ struct Version {
     version: &'static str,
     os: &'static str,
     arch: &'static str,
-    /// The repository format version this larder writes and reads.
+    /// The repository format version this larder writes (it reads 3 to 5,
+    /// and a migrated repository's config of version 6).
     format_version: u8,
 }
 
@@ -33,8 +34,13 @@ pub fn run(g: &Global, _a: Args) -> Result<i32> {
         print_json(&v);
     } else {
         println!(
-            "larder {} on {}/{} (repository format {})",
-            v.version, v.os, v.arch, v.format_version
+            "larder {} on {}/{} (writes repository format {}, reads {} to {})",
+            v.version,
+            v.os,
+            v.arch,
+            v.format_version,
+            crate::object::OLDEST_READ_VERSION,
+            crate::object::MIGRATED_VERSION
         );
     }
     Ok(0)

@@ -262,12 +262,19 @@ impl Global {
     pub fn open(&self) -> Result<Repository> {
         let repo = self.open_quietly_if_old()?;
         if repo.format_version() < crate::object::FORMAT_VERSION {
+            let location = repo.backend().location();
+            let location = super::output::safe(&location);
             eprintln!(
-                "warning: repository {} has format version {}: read-only for this larder until `larder migrate {}`",
-                super::output::safe(&repo.backend().location()),
+                "warning: repository {location} has format version {}: read-only for this larder until `larder migrate {}`",
                 repo.format_version(),
                 crate::repository::UPGRADE_MIGRATION
             );
+            if repo.rolled_back()? {
+                eprintln!(
+                    "warning: repository {location}: its dicts/ holds version-5 dictionaries, so this older config was put back over a migrated one after data was written with it; run `larder migrate {}` again, and use no older larder on it",
+                    crate::repository::UPGRADE_MIGRATION
+                );
+            }
         }
         Ok(repo)
     }

@@ -221,19 +221,6 @@ impl Repository {
         };
         // Say "needs a newer larder" before asking for any key.
         let version = object::check_header("config", ObjectType::Config, &bytes)?;
-        // Dictionaries are version 5's: beside an older config, that config
-        // was put back over a migrated one (by hand, or by someone with
-        // write access to the storage), and an older larder must not
-        // write there.
-        if version < object::FORMAT_VERSION && !backend.list(Kind::Dict)?.is_empty() {
-            return Err(Error::corrupt(
-                "config",
-                format!(
-                    "format version {version}, yet dicts/ holds version-5 dictionaries: this config was put back over a migrated one after data was written with it; restore the migrated config (format version {})",
-                    object::MIGRATED_VERSION
-                ),
-            ));
-        }
         let (key_id, master, (keys, config)) =
             keys::find_key(backend.as_ref(), cred, warnings, |master| {
                 let keys = Keys::derive(master);
@@ -376,6 +363,23 @@ impl Repository {
         std::thread::sleep(MIGRATION_HOLD);
         drop(lock);
         Ok(Some(version))
+    }
+
+    /// Whether this repository's config is of an older format version
+    /// while `dicts/` holds dictionaries, which are version 5's: the config
+    /// was put back over a migrated one after data was written with it (by
+    /// hand, or by someone with write access to the storage). Reading still
+    /// works; migrating again makes it writable. Lists `dicts/` only for
+    /// an older config.
+    pub fn rolled_back(&self) -> Result<bool> {
+        if self.format_version >= object::FORMAT_VERSION {
+            return Ok(false);
+        }
+        Ok(self
+            .backend
+            .list(Kind::Dict)?
+            .iter()
+            .any(|e| Id::from_hex(&e.name).is_ok()))
     }
 
     /// Refuses a write to a repository of an older format version.

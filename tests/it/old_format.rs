@@ -99,13 +99,16 @@ pub fn config_version(dir: &Path) -> u8 {
     fs::read(dir.join("repo/config")).unwrap()[5]
 }
 
-/// Every file of the repository, by path, with its bytes.
-fn files_of(repo: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+/// Every file of the repository, by path, with its bytes, and every
+/// directory (with no bytes).
+fn files_of(repo: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
     walkdir::WalkDir::new(repo)
         .into_iter()
         .map(|e| e.unwrap())
-        .filter(|e| e.file_type().is_file())
-        .map(|e| (e.path().to_path_buf(), fs::read(e.path()).unwrap()))
+        .map(|e| {
+            let bytes = e.file_type().is_file().then(|| fs::read(e.path()).unwrap());
+            (e.path().to_path_buf(), bytes)
+        })
         .collect()
 }
 
@@ -390,8 +393,8 @@ fn an_old_repository_is_read_only_until_migrated() {
     // Nothing but the config was rewritten; the migration's lock is gone.
     let after = files_of(&repo);
     let mut want = before.clone();
-    want.retain(|p, _| !p.starts_with(repo.join("locks")));
-    want.insert(repo.join("config"), config_after.clone());
+    want.retain(|p, _| !p.starts_with(repo.join("locks")) || *p == repo.join("locks"));
+    want.insert(repo.join("config"), Some(config_after.clone()));
     assert!(after == want, "files other than the config changed");
 
     // Again: nothing to do, nothing written.
@@ -493,21 +496,40 @@ fn a_migrated_repository_takes_every_writer() {
         let got = crate::faults::manifest(&out.join(src.strip_prefix("/").unwrap()));
         crate::faults::assert_same_manifest(&crate::faults::manifest(&src), &got, "after prune");
 
-        // The config kept by the migration, put back now that a dictionary
-        // was written, is refused as a rollback; the migrated one opens.
-        let migrated = fs::read(repo.join("config")).unwrap();
-        let kept = dir
-            .join("cache")
-            .read_dir()
+        // A migrated repository's locks are version 5's, which every
+        // larder that reads version-6 configs reads.
+        let lib = Repository::open(
+            Arc::new(LocalBackend::new(repo.clone())),
+            &Credential::passphrase(&f.passphrase),
+            &dir.join("lib-cache"),
+        )
+        .unwrap();
+        assert_eq!(lib.format_version(), 6);
+        let held = lib.lock_for_reading().unwrap();
+        let headers: Vec<Vec<u8>> = fs::read_dir(repo.join("locks"))
             .unwrap()
-            .map(|e| e.unwrap().path().join("config-before-upgrade_repo_v6"))
-            .find(|p| p.exists())
-            .unwrap();
-        fs::copy(&kept, repo.join("config")).unwrap();
-        let o = old_larder(dir, &f, &["snapshots"]);
-        assert_eq!(o.code, 1, "{}", o.all());
+            .map(|e| fs::read(e.unwrap().path()).unwrap()[..6].to_vec())
+            .collect();
+        assert_eq!(headers, [b"LRDRL\x05".to_vec()], "v{version}");
+        drop(held);
+        drop(lib);
+
+        // The config kept by the migration (in the state directory), put
+        // back now that a dictionary was written, is read with a warning
+        // that says so; migrating again mends it.
+        let kept: Vec<PathBuf> = fs::read_dir(dir.join("larder-state/migrations"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(kept.len(), 1, "v{version}: {kept:?}");
+        fs::copy(&kept[0], repo.join("config")).unwrap();
+        assert_eq!(config_version(dir), version);
+        let o = old_ok(dir, &f, &["snapshots"]);
         assert!(o.err.contains("put back over a migrated one"), "{}", o.err);
-        fs::write(repo.join("config"), &migrated).unwrap();
+        old_ok(dir, &f, &["migrate", "upgrade_repo_v6"]);
+        assert_eq!(config_version(dir), 6);
+        let o = old_ok(dir, &f, &["snapshots"]);
+        assert!(!o.err.contains("put back"), "{}", o.err);
 
         // The old version's key file is replaced by a new one.
         let pw = dir.join("pw");

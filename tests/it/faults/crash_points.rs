@@ -850,6 +850,7 @@ fn a_migrate_killed_at_each_open_leaves_a_repository_it_completes() {
     let base = tempfile::tempdir().unwrap();
     let f = fixture(4, base.path(), true);
     let env = [("LARDER_PASSWORD", f.passphrase.as_str())];
+    let seen = std::cell::RefCell::new(std::collections::BTreeSet::new());
     each_point(
         base.path(),
         &["migrate", "upgrade_repo_v6"],
@@ -859,10 +860,17 @@ fn a_migrate_killed_at_each_open_leaves_a_repository_it_completes() {
             // The config is whole, of one version or the other.
             let v = config_version(dir);
             assert!(v == 4 || v == 6, "{what}: config version {v}");
+            seen.borrow_mut().insert(v);
             old_check(dir, &f, what);
             let o = old_ok(dir, &f, &["migrate", "upgrade_repo_v6"]);
             assert_eq!(config_version(dir), 6, "{what}: {}", o.all());
             restores_the_fixture(dir, &f, &dir.join("restored"));
         },
+    );
+    // Killed before the switch and after it (during the lock's hold).
+    assert_eq!(
+        seen.into_inner(),
+        [4, 6].into(),
+        "the versions left by the kills"
     );
 }
