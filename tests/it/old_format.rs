@@ -87,6 +87,17 @@ pub fn old_ok(dir: &Path, f: &Fixture, args: &[&str]) -> Out {
     o
 }
 
+/// `dir`'s repository opened by the library with the fixture's
+/// passphrase (a cache of its own).
+fn lib_open(dir: &Path, f: &Fixture) -> Repository {
+    Repository::open(
+        Arc::new(LocalBackend::new(dir.join("repo"))),
+        &Credential::passphrase(&f.passphrase),
+        &dir.join("lib-cache"),
+    )
+    .unwrap()
+}
+
 /// `check --read-data` with the fixture's passphrase, which must pass.
 pub fn old_check(dir: &Path, f: &Fixture, when: &str) -> Out {
     let o = old_larder(dir, f, &["check", "--read-data"]);
@@ -339,12 +350,7 @@ fn an_old_repository_is_read_only_until_migrated() {
         ),
     )
     .unwrap();
-    let lib = Repository::open(
-        Arc::new(LocalBackend::new(repo.clone())),
-        &Credential::passphrase(&f.passphrase),
-        &dir.join("lib-cache"),
-    )
-    .unwrap();
+    let lib = lib_open(dir, &f);
     assert_eq!(lib.format_version(), 4);
     let held = lib.lock_for_reading().unwrap();
     let locks: Vec<Vec<u8>> = fs::read_dir(repo.join("locks"))
@@ -498,12 +504,7 @@ fn a_migrated_repository_takes_every_writer() {
 
         // A migrated repository's locks are version 5's, which every
         // larder that reads version-6 configs reads.
-        let lib = Repository::open(
-            Arc::new(LocalBackend::new(repo.clone())),
-            &Credential::passphrase(&f.passphrase),
-            &dir.join("lib-cache"),
-        )
-        .unwrap();
+        let lib = lib_open(dir, &f);
         assert_eq!(lib.format_version(), 6);
         let held = lib.lock_for_reading().unwrap();
         let headers: Vec<Vec<u8>> = fs::read_dir(repo.join("locks"))
@@ -553,12 +554,7 @@ fn a_readers_lock_keeps_the_old_version_when_refreshed() {
     let dir = tmp.path();
     let f = fixture(3, dir, true);
     let repo = dir.join("repo");
-    let lib = Repository::open(
-        Arc::new(LocalBackend::new(repo.clone())),
-        &Credential::passphrase(&f.passphrase),
-        &dir.join("lib-cache"),
-    )
-    .unwrap();
+    let lib = lib_open(dir, &f);
     let cfg = LockConfig {
         refresh: std::time::Duration::from_secs(1),
         ..lib.lock_config().unwrap()
