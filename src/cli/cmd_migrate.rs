@@ -66,6 +66,13 @@ pub fn run(g: &Global, a: Args) -> Result<i32> {
                 );
             }
         }
+        None if version < FORMAT_VERSION => {
+            if !g.quiet {
+                println!(
+                    "repository {location} was migrated by another larder meanwhile: nothing to do"
+                );
+            }
+        }
         None => {
             if !g.quiet {
                 println!("repository {location} has format version {version}: nothing to do");

@@ -52,9 +52,9 @@ pub struct Repository {
     keys: Keys,
     master: MasterKey,
     config: Config,
-    /// The config's format version: [`object::FORMAT_VERSION`], or an
-    /// older one this larder reads but does not write (see
-    /// [`Repository::format_version`]).
+    /// The config's format version: [`object::FORMAT_VERSION`],
+    /// [`object::MIGRATED_VERSION`], or an older one this larder reads but
+    /// does not write (see [`Repository::format_version`]).
     format_version: u8,
     key_id: Id,
     index: Mutex<Index>,
