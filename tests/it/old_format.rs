@@ -431,7 +431,7 @@ fn an_old_repository_is_read_only_until_migrated() {
 
 /// `n` files of text (no NUL byte, so the dictionary is trained from them),
 /// about 80 KB each, under `dir`.
-fn text_tree(dir: &Path, n: usize) {
+pub fn text_tree(dir: &Path, n: usize) {
     let words = [
         "larder", "keeps", "every", "file", "exactly", "years", "later", "restore",
     ];

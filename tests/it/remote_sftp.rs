@@ -801,3 +801,71 @@ fn sftp_replaces_the_config_by_posix_rename() {
     );
     assert!(b.leftovers().unwrap().is_empty(), "nothing was written");
 }
+
+/// A repository an older larder wrote (format 4), on an SFTP server: read
+/// only until `migrate` replaces its config by `posix-rename`, then it
+/// takes a backup that trains a dictionary and a prune that writes marks,
+/// whose directories the old format never had and which are made over
+/// SFTP on their first write.
+#[test]
+fn sftp_old_repository_is_migrated_and_takes_writers() {
+    use crate::old_format::{fixture, text_tree};
+    if !tools_present("sftp_old_repository_is_migrated_and_takes_writers") {
+        return;
+    }
+    let sshd = Sshd::start();
+    let base = tempfile::tempdir().unwrap();
+    let f = fixture(4, base.path(), true);
+    let st = Command::new("cp")
+        .args(["-r"])
+        .arg(base.path().join("repo"))
+        .arg(sshd.repo_dir())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let cache = base.path().join("cache");
+    let run = |args: &[&str], want: i32| -> (String, String) {
+        let mut c = sshd.larder(&cache);
+        c.env("LARDER_PASSWORD", &f.passphrase)
+            .args(args)
+            .stdin(Stdio::null());
+        let out = c.output().unwrap();
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert_eq!(out.status.code(), Some(want), "{args:?}\n{o}\n{e}");
+        (o, e)
+    };
+    let src = base.path().join("src");
+    text_tree(&src, 150);
+    let (_, err) = run(&["backup", path_str(&src)], 1);
+    assert!(err.contains("larder migrate upgrade_repo_v6"), "{err}");
+    let (out, _) = run(&["migrate", "upgrade_repo_v6"], 0);
+    assert!(out.contains("to 6"), "{out}");
+    assert_eq!(fs::read(sshd.repo_dir().join("config")).unwrap()[5], 6);
+    run(&["backup", path_str(&src)], 0);
+    assert_eq!(
+        fs::read_dir(sshd.repo_dir().join("dicts")).unwrap().count(),
+        1
+    );
+    run(
+        &[
+            "forget",
+            &f.snapshot,
+            "--prune",
+            "--keep-delete",
+            "0s",
+            "--max-unused",
+            "0",
+        ],
+        0,
+    );
+    assert!(sshd.repo_dir().join("marks").is_dir());
+    let (out, _) = run(&["check", "--read-data"], 0);
+    assert!(out.contains("no errors were found"), "{out}");
+    let target = base.path().join("restored");
+    run(&["restore", "latest", "--target", path_str(&target)], 0);
+    let got = crate::faults::manifest(&target.join(src.strip_prefix("/").unwrap()));
+    crate::faults::assert_same_manifest(&crate::faults::manifest(&src), &got, "over SFTP");
+}
