@@ -438,11 +438,12 @@ mod tests {
             state: "/nonexistent/state".into(),
         };
         let mut p = profile("");
-        // Parsed as SFTP and refused by the backend, before any connection.
-        p.repository = "sftp://me@host:2222//backup".into();
+        // Parsed as SFTP and refused before any connection: a user that
+        // ssh would take for an option.
+        p.repository = "sftp://-oProxyCommand=x@host:2222//backup".into();
         let err = open(&p, &dirs).err().unwrap().to_string();
         assert!(err.starts_with("/c.toml:2: profile p:"), "{err}");
-        assert!(err.contains("~/.ssh/config"), "{err}");
+        assert!(err.contains("may not start with '-'"), "{err}");
         // A remote string that does not parse names the profile's line too.
         p.repository = "rest:ftp://host/x".into();
         let err = open(&p, &dirs).err().unwrap().to_string();

@@ -9,6 +9,7 @@
 //! A password in a REST URL is kept apart from the URL and never shown:
 //! [`Location::display`] redacts it, and the backend sends it as a header.
 
+use super::sftp::SftpTarget;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -18,7 +19,8 @@ pub enum Location {
     Local(PathBuf),
     Rest(RestLocation),
     S3(S3Location),
-    Sftp(SftpLocation),
+    /// Checked as every SFTP target is ([`SftpTarget::new`]).
+    Sftp(SftpTarget),
     /// `rclone:REMOTE:PATH`: what rclone is to serve.
     Rclone(String),
 }
@@ -60,19 +62,6 @@ impl S3Location {
             .host_str()
             .is_some_and(|h| h == "amazonaws.com" || h.ends_with(".amazonaws.com"))
     }
-}
-
-/// An SFTP server reached through the user's own ssh setup. `host` may be
-/// an alias of `~/.ssh/config`; `user` and `port` are only what the
-/// repository string says (ssh's configuration may add to them).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SftpLocation {
-    pub user: Option<String>,
-    pub host: String,
-    pub port: Option<u16>,
-    /// The repository's directory on the server, as given (relative paths
-    /// are relative to the login directory).
-    pub path: String,
 }
 
 impl Location {
@@ -124,13 +113,7 @@ impl Location {
                 out
             }
             Location::Rclone(r) => format!("rclone:{r}"),
-            Location::Sftp(s) => {
-                let user = s.user.as_ref().map(|u| format!("{u}@")).unwrap_or_default();
-                match s.port {
-                    Some(p) => format!("sftp://{user}{}:{p}/{}", s.host, s.path),
-                    None => format!("sftp:{user}{}:{}", s.host, s.path),
-                }
-            }
+            Location::Sftp(s) => s.to_string(),
         }
     }
 }
@@ -237,51 +220,41 @@ fn parse_s3(s: &str) -> Result<S3Location> {
     })
 }
 
-fn parse_sftp(s: &str) -> Result<SftpLocation> {
+/// `sftp:[user@]host:path` (an IPv6 address in brackets) or restic's URL
+/// form `sftp://[user@]host[:port]/path`, where `//abs` is an absolute
+/// path and `/rel` one relative to the login directory; the URL's user
+/// and path are percent-decoded, as restic reads them.
+fn parse_sftp(s: &str) -> Result<SftpTarget> {
     let shown = format!("sftp:{s} (sftp:[user@]host:/path or sftp://[user@]host[:port]/path)");
-    if s.starts_with("//") {
-        let url =
-            url::Url::parse(&format!("sftp:{s}")).map_err(|e| usage(&shown, &e.to_string()))?;
-        let host = url
-            .host_str()
-            .ok_or_else(|| usage(&shown, "no host given"))?
-            .to_string();
-        if url.password().is_some() {
-            return Err(usage(&shown, "passwords are not supported (keys only)"));
-        }
-        let user = Some(url.username().to_string()).filter(|u| !u.is_empty());
-        // sftp://host//abs is an absolute path, sftp://host/rel a relative one.
-        let path = url
-            .path()
-            .strip_prefix('/')
-            .unwrap_or(url.path())
-            .to_string();
-        if path.is_empty() {
-            return Err(usage(&shown, "no path given"));
-        }
-        return Ok(SftpLocation {
-            user,
-            host,
-            port: url.port(),
-            path,
-        });
+    if !s.starts_with("//") {
+        return SftpTarget::parse(s);
     }
-    let (userhost, path) = s
-        .split_once(':')
-        .ok_or_else(|| usage(&shown, "expected host:path"))?;
-    let (user, host) = match userhost.rsplit_once('@') {
-        Some((u, h)) => (Some(u.to_string()), h.to_string()),
-        None => (None, userhost.to_string()),
+    let url = url::Url::parse(&format!("sftp:{s}")).map_err(|e| usage(&shown, &e.to_string()))?;
+    let host = match url.host() {
+        Some(url::Host::Ipv6(a)) => a.to_string(),
+        Some(h) => h.to_string(),
+        None => return Err(usage(&shown, "no host given")),
     };
-    if host.is_empty() || path.is_empty() || user.as_deref() == Some("") {
-        return Err(usage(&shown, "expected [user@]host:path"));
+    if url.password().is_some() {
+        return Err(usage(&shown, "passwords are not supported (keys only)"));
     }
-    Ok(SftpLocation {
-        user,
-        host,
-        port: None,
-        path: path.to_string(),
-    })
+    let decoded = |what: &str, t: &str| {
+        percent_encoding::percent_decode_str(t)
+            .decode_utf8()
+            .map(|c| c.into_owned())
+            .map_err(|_| usage(&shown, &format!("the {what} is not UTF-8 once decoded")))
+    };
+    let user = decoded("user", url.username())?;
+    let user = Some(user).filter(|u| !u.is_empty());
+    let path = decoded("path", url.path())?;
+    let path = path.strip_prefix('/').unwrap_or(&path);
+    if path.is_empty() {
+        return Err(usage(&shown, "no path given"));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(usage(&shown, "a '?' or '#' does not belong in it"));
+    }
+    SftpTarget::new(user.as_deref(), &host, url.port(), path).map_err(|why| usage(&shown, &why))
 }
 
 #[cfg(test)]
@@ -361,6 +334,46 @@ mod tests {
         assert_eq!(s.port, Some(2222));
         assert_eq!(s.path, "/srv/repo");
         assert!(Location::parse(Path::new("sftp:nohostpath")).is_err());
+        // restic's URL form: a relative path, an IPv6 address (brackets
+        // only in the string), percent-escapes decoded; shown as given.
+        for (given, user, host, port, path) in [
+            ("sftp://nas/rel/repo", None, "nas", None, "rel/repo"),
+            ("sftp://[::1]:22//r", None, "::1", Some(22), "/r"),
+            (
+                "sftp://b%40k@nas:2222//srv/my%20repo/",
+                Some("b@k"),
+                "nas",
+                Some(2222),
+                "/srv/my repo",
+            ),
+        ] {
+            let Location::Sftp(s) = parse(given) else {
+                panic!("{given}")
+            };
+            assert_eq!(s.user.as_deref(), user, "{given}");
+            assert_eq!((s.host.as_str(), s.port), (host, port), "{given}");
+            assert_eq!(s.path, path, "{given}");
+        }
+        assert_eq!(
+            parse("sftp://me@[::1]:2222//srv/repo").display(),
+            "sftp://me@[::1]:2222//srv/repo"
+        );
+        assert_eq!(parse("sftp://me@nas/rel").display(), "sftp:me@nas:rel");
+        assert_eq!(parse("sftp:me@[::1]:/r").display(), "sftp:me@[::1]:/r");
+        // Every spelling is checked alike: nothing that ssh would read as
+        // an option, no password, port or path left out, nothing after '?'.
+        for bad in [
+            "sftp://-oProxyCommand=x@nas//r",
+            "sftp://me%20x@nas//r",
+            "sftp://me:secret@nas//r",
+            "sftp://nas:0//r",
+            "sftp://nas/",
+            "sftp://nas//r?x=1",
+            "sftp://nas:99999//r",
+            "sftp:-oProxyCommand=x:/r",
+        ] {
+            assert!(Location::parse(Path::new(bad)).is_err(), "{bad}");
+        }
         assert_eq!(
             parse("rclone:b2:bucket/larder"),
             Location::Rclone("b2:bucket/larder".into())

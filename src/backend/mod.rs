@@ -369,22 +369,7 @@ pub fn open(repo: &std::path::Path, opts: &RemoteOptions) -> Result<Box<dyn Back
             Box::new(RestBackend::new(&at, shown, opts).with_server(server))
         }
         Location::S3(s) => Box::new(S3Backend::new(s, shown, opts)?),
-        Location::Sftp(l) => {
-            if l.port.is_some() {
-                return Err(Error::Usage(format!(
-                    "{shown}: give the port as `Port` in ~/.ssh/config (or in {}), not in the repository string",
-                    sftp::COMMAND_VAR
-                )));
-            }
-            Box::new(
-                SftpBackend::new(SftpTarget {
-                    user: l.user.clone(),
-                    host: l.host.clone(),
-                    path: l.path.clone(),
-                })?
-                .with_transfer(opts),
-            )
-        }
+        Location::Sftp(t) => Box::new(SftpBackend::new(t.clone())?.with_transfer(opts)),
     })
 }
 

@@ -1,11 +1,14 @@
 //! The SFTP backend: a repository on any host the user reaches with `ssh`
-//! (`sftp:user@host:/srv/repo`, `sftp:alias:relative/path`). It runs the
-//! user's own `ssh` (`ssh -s -- [user@]host sftp`), so `~/.ssh/config`
+//! (`sftp:user@host:/srv/repo`, `sftp:alias:relative/path`, or restic's
+//! `sftp://user@host:2222//srv/repo` with a port). It runs the user's own
+//! `ssh` (`ssh [-p PORT] -s -- [user@]host sftp`), so `~/.ssh/config`
 //! (ports, identity files, jump hosts), the agent and known_hosts apply
-//! exactly as they do for `ssh` itself; password and keyboard-interactive
-//! logins are switched off (key-based only). `LARDER_SFTP_COMMAND`, a shell
-//! command line, replaces that command for unusual setups and tests; it sees
-//! the target in `LARDER_SFTP_HOST`, `LARDER_SFTP_USER` and
+//! exactly as they do for `ssh` itself; a port in the repository string
+//! wins over the configured one, as on ssh's command line. Password and
+//! keyboard-interactive logins are switched off (key-based only).
+//! `LARDER_SFTP_COMMAND`, a shell command line, replaces that command for
+//! unusual setups and tests; it sees the target in `LARDER_SFTP_HOST`,
+//! `LARDER_SFTP_USER`, `LARDER_SFTP_PORT` (empty when none was given) and
 //! `LARDER_SFTP_DESTINATION` (`[user@]host`).
 //!
 //! The layout is the local backend's. Write-once: an object is uploaded to a
@@ -56,12 +59,15 @@ pub const CONNECTIONS_VAR: &str = "LARDER_SFTP_CONNECTIONS";
 /// Environment variable: seconds to wait for any answer before giving up.
 pub const TIMEOUT_VAR: &str = "LARDER_SFTP_TIMEOUT";
 
-/// Where an SFTP repository is: `[user@]host:path`.
+/// Where an SFTP repository is: `[user@]host:path`, and a port when the
+/// repository string gave one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SftpTarget {
     pub user: Option<String>,
     /// A host name, address or `~/.ssh/config` alias.
     pub host: String,
+    /// Passed to ssh as `-p`; `None` leaves it to ssh and its configuration.
+    pub port: Option<u16>,
     /// Absolute, or relative to the login directory.
     pub path: String,
 }
@@ -88,24 +94,39 @@ impl SftpTarget {
             rest.split_once(':')
                 .ok_or_else(|| bad("no ':' between host and path"))?
         };
+        SftpTarget::new(user, host, None, path).map_err(|why| bad(&why))
+    }
+
+    /// Checks the parts of a target, however the repository string spelled
+    /// them; the error says what is wrong, for the caller to name the
+    /// string. A user or host must not look like an ssh option or hold
+    /// spaces or control characters, the path holds no NUL byte, and a
+    /// trailing `/` is dropped (but the root's).
+    pub fn new(
+        user: Option<&str>,
+        host: &str,
+        port: Option<u16>,
+        path: &str,
+    ) -> std::result::Result<SftpTarget, String> {
         if host.is_empty() {
-            return Err(bad("no host"));
+            return Err("no host".into());
         }
         if user.is_some_and(str::is_empty) {
-            return Err(bad("empty user name"));
+            return Err("empty user name".into());
         }
         if path.is_empty() {
-            return Err(bad("no path"));
+            return Err("no path".into());
+        }
+        if port == Some(0) {
+            return Err("port 0".into());
         }
         let unsafe_text =
             |t: &str| t.starts_with('-') || t.chars().any(|c| c.is_control() || c.is_whitespace());
         if unsafe_text(host) || user.is_some_and(unsafe_text) {
-            return Err(bad(
-                "a user or host may not start with '-' or contain spaces",
-            ));
+            return Err("a user or host may not start with '-' or contain spaces".into());
         }
         if path.contains('\0') {
-            return Err(bad("a NUL byte in the path"));
+            return Err("a NUL byte in the path".into());
         }
         let mut path = path.trim_end_matches('/').to_string();
         if path.is_empty() {
@@ -114,6 +135,7 @@ impl SftpTarget {
         Ok(SftpTarget {
             user: user.map(str::to_string),
             host: host.to_string(),
+            port,
             path,
         })
     }
@@ -128,15 +150,22 @@ impl SftpTarget {
 }
 
 impl std::fmt::Display for SftpTarget {
+    /// `sftp:[user@]host:path`, or with a port restic's
+    /// `sftp://[user@]host:port/path` (an absolute path after `//`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let host = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        match &self.user {
-            Some(u) => write!(f, "sftp:{u}@{host}:{}", self.path),
-            None => write!(f, "sftp:{host}:{}", self.path),
+        let user = self
+            .user
+            .as_deref()
+            .map(|u| format!("{u}@"))
+            .unwrap_or_default();
+        match self.port {
+            Some(port) => write!(f, "sftp://{user}{host}:{port}/{}", self.path),
+            None => write!(f, "sftp:{user}{host}:{}", self.path),
         }
     }
 }
@@ -287,6 +316,10 @@ impl SftpBackend {
                     .arg(line)
                     .env("LARDER_SFTP_HOST", &t.host)
                     .env("LARDER_SFTP_USER", t.user.as_deref().unwrap_or(""))
+                    .env(
+                        "LARDER_SFTP_PORT",
+                        t.port.map(|p| p.to_string()).unwrap_or_default(),
+                    )
                     .env("LARDER_SFTP_DESTINATION", t.destination());
                 (c, format!("{COMMAND_VAR} ({line})"))
             }
@@ -297,11 +330,11 @@ impl SftpBackend {
                     "PasswordAuthentication=no",
                     "-o",
                     "KbdInteractiveAuthentication=no",
-                    "-s",
-                    "--",
-                ])
-                .arg(t.destination())
-                .arg("sftp");
+                ]);
+                if let Some(port) = t.port {
+                    c.arg("-p").arg(port.to_string());
+                }
+                c.args(["-s", "--"]).arg(t.destination()).arg("sftp");
                 (c, "ssh".to_string())
             }
         }
@@ -908,6 +941,7 @@ mod tests {
         SftpTarget {
             user: user.map(str::to_string),
             host: host.to_string(),
+            port: None,
             path: path.to_string(),
         }
     }
@@ -947,6 +981,38 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    /// A port from the repository string reaches ssh as `-p` before the
+    /// destination (and a command line as `LARDER_SFTP_PORT`); without one,
+    /// ssh's own configuration decides.
+    #[test]
+    fn a_port_reaches_ssh() {
+        let args = |t: SftpTarget| -> Vec<String> {
+            let mut b = SftpBackend::new(t).unwrap();
+            b.command_line = None;
+            let (c, _) = b.command();
+            assert_eq!(c.get_program(), "ssh");
+            c.get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let with = SftpTarget::new(Some("me"), "nas", Some(2222), "/r").unwrap();
+        let got = args(with.clone());
+        let p = got.iter().position(|a| a == "-p").unwrap();
+        assert_eq!(got[p + 1], "2222");
+        let dest = got.iter().position(|a| a == "me@nas").unwrap();
+        assert!(p < dest && got[dest - 1] == "--", "{got:?}");
+        assert!(!args(t(Some("me"), "nas", "/r")).contains(&"-p".to_string()));
+
+        let mut b = SftpBackend::new(with).unwrap();
+        b.command_line = Some("true".into());
+        let (c, _) = b.command();
+        let port = c.get_envs().find(|(k, _)| *k == "LARDER_SFTP_PORT");
+        assert_eq!(
+            port.and_then(|(_, v)| v),
+            Some(std::ffi::OsStr::new("2222"))
+        );
     }
 
     #[test]

@@ -869,3 +869,85 @@ fn sftp_old_repository_is_migrated_and_takes_writers() {
     let got = crate::faults::manifest(&target.join(src.strip_prefix("/").unwrap()));
     crate::faults::assert_same_manifest(&crate::faults::manifest(&src), &got, "over SFTP");
 }
+
+/// restic's URL form with a port, `sftp://user@host:PORT//abs/path`, reaches
+/// the server at that port: the ssh command takes the port only from
+/// `LARDER_SFTP_PORT`, so a wrong port in the string fails to connect and
+/// the right one makes a repository (its `%20` decoded to a space on the
+/// server's disk) that the `sftp:user@host:/path` spelling opens too. Two
+/// backups through it at once both land, and the restore is exact.
+#[test]
+fn sftp_url_form_with_a_port() {
+    if !tools_present("sftp_url_form_with_a_port") {
+        return;
+    }
+    let sshd = Sshd::start();
+    let base = tempfile::tempdir().unwrap();
+    let cache = base.path().join("cache");
+    let src = base.path().join("src");
+    source_tree(&src);
+    let dir = sshd.repo_dir_named("my repo");
+    let abs = dir.display().to_string().replace(' ', "%20");
+    let url = |port: u16| format!("sftp://{}@127.0.0.1:{port}/{abs}", sshd.user);
+    // The command passes the port it is given, never the server's own.
+    let command = sshd
+        .command_at(0)
+        .replace("-p 0", "-p \"$LARDER_SFTP_PORT\"");
+    let larder = |repo: &str, args: &[&str]| {
+        let mut c = common::larder(Path::new(repo), &cache);
+        c.env("LARDER_SFTP_COMMAND", &command).args(args);
+        c
+    };
+    let run = |repo: &str, args: &[&str]| {
+        crate::faults::wait_bounded(crate::faults::spawn(larder(repo, args)), repo)
+    };
+
+    let wrong = run(&url(free_port()), &["init"]);
+    assert_ne!(wrong.code, 0, "{}", wrong.all());
+    assert!(wrong.err.contains("ssh"), "{}", wrong.all());
+    assert!(!dir.exists());
+
+    let right = url(sshd.port);
+    let o = run(&right, &["init"]);
+    assert_eq!(o.code, 0, "{}", o.all());
+    assert!(dir.join("config").is_file(), "{}", o.all());
+
+    let (a, b) = (
+        crate::faults::spawn(larder(&right, &["backup", "--json", path_str(&src)])),
+        crate::faults::spawn(larder(&right, &["backup", "--json", path_str(&src)])),
+    );
+    let ids: Vec<String> = [a, b]
+        .into_iter()
+        .map(|c| crate::faults::snapshot_id_of(&crate::faults::wait_bounded(c, "backup")))
+        .collect();
+    assert_ne!(ids[0], ids[1]);
+
+    // The other spelling of the same repository lists both snapshots.
+    let plain = format!("sftp:{}@127.0.0.1:{}", sshd.user, dir.display());
+    let mut c = sshd.larder(&cache);
+    c.env("LARDER_REPOSITORY", &plain)
+        .args(["snapshots", "--json"]);
+    let out = c.output().unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut got: Vec<String> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    let mut want = ids.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+
+    let o = run(&right, &["check", "--read-data"]);
+    crate::faults::assert_check_clean(&o, "after two backups at once");
+    let target = base.path().join("restored");
+    let o = run(
+        &right,
+        &["restore", "-q", &ids[1], "--target", path_str(&target)],
+    );
+    assert_eq!(o.code, 0, "{}", o.all());
+    let restored = target.join(src.strip_prefix("/").unwrap());
+    assert_same_tree(&src, &restored);
+}
