@@ -240,9 +240,12 @@ pub fn policy(r: &Retention) -> Result<Policy> {
 }
 
 /// The snapshots a profile's retention applies to: its host's (the
-/// profile's `host`, else this machine's) with its paths (a stream
+/// profile's `host`, else this machine's) with exactly its paths (a stream
 /// profile's: `/NAME`) and tags, so two profiles sharing a repository
-/// never forget each other's snapshots.
+/// never forget each other's snapshots, even where one's paths or tags
+/// are among the other's. A snapshot tagged by hand afterwards, or made
+/// before the profile's paths changed, is no longer the profile's: its
+/// retention leaves it alone.
 fn own_snapshots(profile: &Profile) -> Result<Filter> {
     let paths = if profile.backup.stdin_from_command.is_empty() {
         profile
@@ -261,8 +264,9 @@ fn own_snapshots(profile: &Profile) -> Result<Filter> {
                 .clone()
                 .unwrap_or_else(crate::host::hostname),
         ],
-        tags: profile.backup.tags.clone(),
+        tags: vec![TagList(profile.backup.tags.clone())],
         paths,
+        exact: true,
     })
 }
 
@@ -521,12 +525,44 @@ mod tests {
         assert!(err.contains("password command failed"), "{err}");
     }
 
+    /// A profile's retention selects its host's snapshots with exactly its
+    /// paths and tags: not another profile's whose paths or tags merely
+    /// include its own (which restic's filter, and this one before, took).
     #[test]
     fn retention_applies_to_the_profiles_own_snapshots() {
-        let p = profile("host = \"laptop\"\ntags = [\"home\"]");
-        let f = own_snapshots(&p).unwrap();
-        assert_eq!(f.hosts, ["laptop"]);
-        assert_eq!(f.tags, ["home"]);
-        assert_eq!(f.paths, ["/data"]);
+        use crate::snapshot::Snapshot;
+        let snap = |host: &str, paths: &[&str], tags: &[&str]| {
+            let v = |l: &[&str]| l.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+            let tree = crate::id::Id::of_object(b"t");
+            Snapshot::by_this_process(
+                0,
+                host.into(),
+                v(paths),
+                v(tags),
+                tree,
+                None,
+                Default::default(),
+            )
+        };
+        let tagged = own_snapshots(&profile("host = \"laptop\"\ntags = [\"home\"]")).unwrap();
+        let plain = own_snapshots(&profile("host = \"laptop\"")).unwrap();
+        for (s, by_tagged, by_plain) in [
+            (snap("laptop", &["/data"], &["home"]), true, false),
+            (snap("laptop", &["/data"], &[]), false, true),
+            (snap("laptop", &["/data", "/etc"], &["home"]), false, false),
+            (snap("laptop", &["/data", "/etc"], &[]), false, false),
+            (
+                snap("laptop", &["/data"], &["home", "weekly"]),
+                false,
+                false,
+            ),
+            (snap("laptop", &["/data"], &["weekly"]), false, false),
+            (snap("laptop", &[], &["home"]), false, false),
+            (snap("server", &["/data"], &["home"]), false, false),
+            (snap("server", &["/data"], &[]), false, false),
+        ] {
+            assert_eq!(tagged.matches(&s), by_tagged, "{:?} {:?}", s.paths, s.tags);
+            assert_eq!(plain.matches(&s), by_plain, "{:?} {:?}", s.paths, s.tags);
+        }
     }
 }

@@ -196,25 +196,77 @@ pub fn load(repo: &Repository, name: &str) -> Result<Snapshot> {
     object::open(repo.keys(), ObjectType::Snapshot, &what, &bytes)
 }
 
-/// Filters for listing snapshots and for `latest`.
+/// A list of tags that must all be present, as one `--tag` or
+/// `--keep-tag` value gives them (`a,b`). The tag `""` matches a snapshot
+/// without tags (restic's rule: `--tag ''` selects untagged snapshots).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TagList(pub Vec<String>);
+
+impl TagList {
+    /// Splits a comma-separated list, trimming whitespace around each tag
+    /// (so `""` is the list holding the empty tag, as in restic).
+    pub fn parse(text: &str) -> TagList {
+        TagList(text.split(',').map(|t| t.trim().to_string()).collect())
+    }
+
+    /// Whether a snapshot with `tags` has every tag of the list, checked in
+    /// restic's order: reaching the empty tag on an untagged snapshot
+    /// matches at once, the empty tag on a tagged snapshot never matches.
+    pub fn matches(&self, tags: &[String]) -> bool {
+        for want in &self.0 {
+            if want.is_empty() && tags.is_empty() {
+                return true;
+            }
+            if !tags.contains(want) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// restic's rendering: `[a, b]`.
+impl std::fmt::Display for TagList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}]", self.0.join(", "))
+    }
+}
+
+/// Filters for listing snapshots and for `latest`, as restic's: any of
+/// the hosts, any of the tag lists (each wholly), all of the paths.
 #[derive(Clone, Debug, Default)]
 pub struct Filter {
     pub hosts: Vec<String>,
-    pub tags: Vec<String>,
+    /// `--tag a,b --tag c`: snapshots with both `a` and `b`, or with `c`.
+    pub tags: Vec<TagList>,
     pub paths: Vec<String>,
+    /// The snapshots of one scheduled profile: the paths, and the tags of
+    /// all the lists together, must be the snapshot's exactly (as sets),
+    /// not merely among them; otherwise a profile of `/home` would select
+    /// the snapshots of a profile of `/home` and `/etc`, or of `/home`
+    /// tagged `weekly`, and apply its retention to them.
+    pub exact: bool,
 }
 
 impl Filter {
     /// Whether no filter is given (every snapshot passes).
     pub fn is_empty(&self) -> bool {
-        self.hosts.is_empty() && self.tags.is_empty() && self.paths.is_empty()
+        self.hosts.is_empty() && self.tags.is_empty() && self.paths.is_empty() && !self.exact
     }
 
     /// Whether `s` passes every filter given.
     pub fn matches(&self, s: &Snapshot) -> bool {
-        (self.hosts.is_empty() || self.hosts.contains(&s.hostname))
-            && self.tags.iter().all(|t| s.tags.contains(t))
-            && (self.paths.is_empty() || self.paths.iter().all(|p| s.paths.contains(p)))
+        if !(self.hosts.is_empty() || self.hosts.contains(&s.hostname)) {
+            return false;
+        }
+        if self.exact {
+            use std::collections::BTreeSet;
+            let set = |v: &[String]| v.iter().cloned().collect::<BTreeSet<String>>();
+            let tags: BTreeSet<String> = self.tags.iter().flat_map(|l| l.0.clone()).collect();
+            return tags == set(&s.tags) && set(&self.paths) == set(&s.paths);
+        }
+        (self.tags.is_empty() || self.tags.iter().any(|l| l.matches(&s.tags)))
+            && self.paths.iter().all(|p| s.paths.contains(p))
     }
 }
 

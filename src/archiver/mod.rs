@@ -53,7 +53,7 @@ use crate::lock::{LockGuard, LockHandle};
 use crate::packer::PackerStats;
 use crate::progress::Progress;
 use crate::repository::Repository;
-use crate::snapshot::{self, Filter, Snapshot, Summary};
+use crate::snapshot::{self, Filter, Snapshot, Summary, TagList};
 use blobs::SharedSink;
 use parent::ParentTrees;
 use runmark::RunMark;
@@ -314,11 +314,12 @@ fn find_parent(
             Vec::new()
         },
         paths: if by.paths { paths.to_vec() } else { Vec::new() },
-        tags: if by.tags {
-            opts.tags.clone()
+        tags: if by.tags && !opts.tags.is_empty() {
+            vec![TagList(opts.tags.clone())]
         } else {
             Vec::new()
         },
+        exact: false,
     };
     // `Filter::matches`: the host given, all these paths, all these tags.
     let (list, _) = snapshot::list(repo, &f)?;

@@ -4,15 +4,16 @@
 
 use super::output::safe;
 use crate::retention::GroupBy;
-use crate::snapshot::Filter;
+use crate::snapshot::{Filter, TagList};
 
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct FilterArgs {
     /// Only snapshots from this host (repeatable).
     #[arg(long = "host", env = "LARDER_HOST")]
     pub hosts: Vec<String>,
-    /// Only snapshots with this tag (repeatable).
-    #[arg(long = "tag")]
+    /// Only snapshots with these tags (`a,b`: both; repeatable: any of
+    /// the lists; '' for untagged snapshots).
+    #[arg(long = "tag", value_name = "TAG[,TAG]")]
     pub tags: Vec<String>,
     /// Only snapshots containing this path (repeatable).
     #[arg(long = "path")]
@@ -24,8 +25,9 @@ impl FilterArgs {
     pub fn filter(&self) -> Filter {
         Filter {
             hosts: self.hosts.clone(),
-            tags: self.tags.clone(),
+            tags: self.tags.iter().map(|t| TagList::parse(t)).collect(),
             paths: self.paths.clone(),
+            exact: false,
         }
     }
 }

@@ -223,7 +223,7 @@ fn save(
         let (existing, _) = snapshot::list(
             repo,
             &snapshot::Filter {
-                tags: s.tags.clone(),
+                tags: vec![snapshot::TagList(s.tags.clone())],
                 ..Default::default()
             },
         )?;

@@ -4,6 +4,7 @@
 
 use super::duration::Duration;
 use crate::error::{Error, Result};
+pub use crate::snapshot::TagList;
 use std::fmt;
 
 /// How many buckets of one kind (`--keep-daily` etc.) a policy keeps.
@@ -45,42 +46,6 @@ impl Count {
             Count::Limit(n) => i64::try_from(n).unwrap_or(i64::MAX),
             Count::Unlimited => -1,
         }
-    }
-}
-
-/// One `--keep-tag` value: tags that must all be present. The tag `""`
-/// matches a snapshot without tags (restic's rule: `--keep-tag ''` keeps
-/// untagged snapshots only).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub struct TagList(pub Vec<String>);
-
-impl TagList {
-    /// Splits a comma-separated list, trimming whitespace around each tag
-    /// (so `""` is the list holding the empty tag, as in restic).
-    pub fn parse(text: &str) -> TagList {
-        TagList(text.split(',').map(|t| t.trim().to_string()).collect())
-    }
-
-    /// Whether a snapshot with `tags` has every tag of the list, checked in
-    /// restic's order: reaching the empty tag on an untagged snapshot
-    /// matches at once, the empty tag on a tagged snapshot never matches.
-    pub fn matches(&self, tags: &[String]) -> bool {
-        for want in &self.0 {
-            if want.is_empty() && tags.is_empty() {
-                return true;
-            }
-            if !tags.contains(want) {
-                return false;
-            }
-        }
-        true
-    }
-}
-
-/// restic's rendering: `[a, b]`.
-impl fmt::Display for TagList {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{}]", self.0.join(", "))
     }
 }
 

@@ -969,9 +969,15 @@ fn cli_snapshots_ls_and_restore_options() {
         vec![s1.clone(), s3.clone()]
     );
     assert_eq!(ids(&snapshots(&["--tag", "extra"])), vec![s3.clone()]);
+    // As restic: a comma wants every tag, a repeated flag any list.
+    assert_eq!(
+        ids(&snapshots(&["--tag", "daily,weekly"])),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids(&snapshots(&["--tag", "daily,extra"])), vec![s3.clone()]);
     assert_eq!(
         ids(&snapshots(&["--tag", "daily", "--tag", "weekly"])),
-        Vec::<String>::new()
+        vec![s1.clone(), s2.clone(), s3.clone()]
     );
     assert_eq!(ids(&snapshots(&["--host", "hostB"])), vec![s2.clone()]);
     assert_eq!(ids(&snapshots(&["--host", "nohost"])), Vec::<String>::new());

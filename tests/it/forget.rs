@@ -339,6 +339,38 @@ fn dry_run_removes_nothing() {
     assert_eq!(e.objects(), set_of(&[&made[3]]));
 }
 
+/// `--tag` as restic reads it: `a,b` wants both tags, a repeated flag any
+/// of the lists, and `''` untagged snapshots; `snapshots` and `forget`
+/// select alike.
+#[test]
+fn tag_filters_want_all_of_a_list_and_any_list() {
+    let e = Env::new();
+    let p = e.src("p");
+    let ab = e.backup_at("h", &p, "2022-01-01 10:00:00", &["a", "b"]);
+    let a = e.backup_at("h", &p, "2022-01-02 10:00:00", &["a"]);
+    let c = e.backup_at("h", &p, "2022-01-03 10:00:00", &["c"]);
+    let none = e.backup_at("h", &p, "2022-01-04 10:00:00", &[]);
+    let listed = |tags: &[&str]| -> BTreeSet<String> {
+        let mut args = vec!["snapshots", "--json"];
+        for t in tags {
+            args.extend(["--tag", t]);
+        }
+        let out = e.ok(&args, 0);
+        ids(&serde_json::from_str::<Value>(&out).unwrap())
+            .into_iter()
+            .collect()
+    };
+    assert_eq!(listed(&["a"]), set_of(&[&ab, &a]));
+    assert_eq!(listed(&["a,b"]), set_of(&[&ab]));
+    assert_eq!(listed(&["b", "c"]), set_of(&[&ab, &c]));
+    assert_eq!(listed(&["a,b", "c"]), set_of(&[&ab, &c]));
+    assert_eq!(listed(&[""]), set_of(&[&none]));
+    assert_eq!(listed(&["", "c"]), set_of(&[&c, &none]));
+    // One group (host and paths): the latest of those selected is kept.
+    e.ok(&["forget", "--tag", "a,b", "--tag", "c", "-l", "1"], 0);
+    assert_eq!(e.objects(), set_of(&[&a, &c, &none]));
+}
+
 /// `--host/--tag/--path` narrow what the policy sees; named snapshots
 /// (full ids, prefixes, `latest` under the filter) are removed exactly;
 /// a reference that matches nothing is reported (exit 3) and the others

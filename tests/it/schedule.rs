@@ -332,6 +332,48 @@ fn run_makes_a_snapshot_applies_retention_and_records_the_run() {
     }
 }
 
+/// Profiles sharing a repository forget only their own snapshots, even
+/// where one's paths and tags are among another's: a profile of the tree
+/// with `keep-last = 1` leaves alone the snapshots of a profile of the
+/// same tree tagged `weekly`, and those of a profile of the tree and one
+/// more directory (both of which restic's filter would have given it).
+#[test]
+fn a_profiles_retention_leaves_profiles_with_more_paths_or_tags_alone() {
+    let b = Bed::new();
+    let extra = b.path("extra");
+    write(&extra.join("x.txt"), b"x");
+    let wide = format!(
+        "[profile.wide]\nrepository = {:?}\npassword-file = {:?}\npaths = [{:?}, {:?}]\n\
+         retries = 0\nkeep-last = 5\n",
+        b.repo.display().to_string(),
+        b.pass.display().to_string(),
+        b.home.display().to_string(),
+        extra.display().to_string(),
+    );
+    b.configure(&[
+        b.profile("plain", "keep-last = 1"),
+        b.profile("weekly", "tags = [\"weekly\"]\nkeep-last = 5"),
+        wide,
+    ]);
+    let mut kept = Vec::new();
+    for profile in ["weekly", "wide", "weekly", "wide"] {
+        let s = b.run_profile(profile, 0);
+        assert_eq!(steps(&s), backup_and_forget_only(), "{s}");
+        kept.push(s["snapshot_id"].as_str().unwrap().to_string());
+    }
+    let mut plain = Vec::new();
+    for i in 0..3 {
+        write(&b.home.join("notes.txt"), format!("plain {i}").as_bytes());
+        let s = b.run_profile("plain", 0);
+        plain.push(s["snapshot_id"].as_str().unwrap().to_string());
+    }
+    kept.push(plain[2].clone());
+    let mut ids = b.snapshot_ids();
+    ids.sort();
+    kept.sort();
+    assert_eq!(ids, kept, "plain's runs made {plain:?}");
+}
+
 /// `config check` names the file and line of an error and exits 1.
 #[test]
 fn config_check_names_the_line_of_an_error() {
