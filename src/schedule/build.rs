@@ -13,7 +13,7 @@ use super::profile::{
 };
 use super::raw::{RawProfile, line_of};
 use super::values::RetryPolicy;
-use super::values::{CheckSubset, IoNice, duration, keep_count};
+use super::values::{CheckSubset, IoNice, duration, keep_count, keep_within};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
@@ -298,14 +298,28 @@ impl<'a> Builder<'a> {
             keep_weekly: count(&r.keep_weekly, "keep-weekly"),
             keep_monthly: count(&r.keep_monthly, "keep-monthly"),
             keep_yearly: count(&r.keep_yearly, "keep-yearly"),
-            keep_within: val(&r.keep_within),
-            keep_within_hourly: val(&r.keep_within_hourly),
-            keep_within_daily: val(&r.keep_within_daily),
-            keep_within_weekly: val(&r.keep_within_weekly),
-            keep_within_monthly: val(&r.keep_within_monthly),
-            keep_within_yearly: val(&r.keep_within_yearly),
+            keep_within: self.conv(&r.keep_within, |s| keep_within(s, "keep-within")),
+            keep_within_hourly: self.conv(&r.keep_within_hourly, |s| {
+                keep_within(s, "keep-within-hourly")
+            }),
+            keep_within_daily: self.conv(&r.keep_within_daily, |s| {
+                keep_within(s, "keep-within-daily")
+            }),
+            keep_within_weekly: self.conv(&r.keep_within_weekly, |s| {
+                keep_within(s, "keep-within-weekly")
+            }),
+            keep_within_monthly: self.conv(&r.keep_within_monthly, |s| {
+                keep_within(s, "keep-within-monthly")
+            }),
+            keep_within_yearly: self.conv(&r.keep_within_yearly, |s| {
+                keep_within(s, "keep-within-yearly")
+            }),
             keep_tag: val(&r.keep_tag).unwrap_or_default(),
-            group_by: val(&r.group_by),
+            group_by: self.conv(&r.group_by, |s| {
+                crate::retention::GroupBy::parse(s)
+                    .map(|_| s.clone())
+                    .map_err(|e| format!("group-by = {s:?}: {e}"))
+            }),
         }
     }
 

@@ -506,3 +506,39 @@ inherit = "base"
         );
     }
 }
+
+/// `keep-within*` and `group-by` are checked when the file is read, at
+/// their line, instead of failing the forget step of every run; good
+/// values are kept as written.
+#[test]
+fn retention_values_are_checked_when_read() {
+    let plain = "[profile.p]\nrepository = \"/r\"\npassword-file = \"/p\"\n";
+    let good = format!(
+        "{plain}keep-within = \"1y2m\"\nkeep-within-daily = \"7d\"\ngroup-by = \"host,tags\"\n"
+    );
+    let c = parse(&good).unwrap();
+    let r = &c.profile("p").unwrap().retention;
+    assert_eq!(r.keep_within.as_deref(), Some("1y2m"));
+    assert_eq!(r.keep_within_daily.as_deref(), Some("7d"));
+    assert_eq!(r.group_by.as_deref(), Some("host,tags"));
+    for key in [
+        "keep-within",
+        "keep-within-hourly",
+        "keep-within-daily",
+        "keep-within-weekly",
+        "keep-within-monthly",
+        "keep-within-yearly",
+    ] {
+        let e = err(&format!("{plain}{key} = \"2 days\"\n"));
+        assert!(
+            e.contains("larder.toml:4:") && e.contains(&format!("{key} = \"2 days\"")),
+            "{key}: {e}"
+        );
+        assert!(e.contains("invalid duration"), "{key}: {e}");
+    }
+    let e = err(&format!("{plain}group-by = \"host,owner\"\n"));
+    assert!(
+        e.contains("larder.toml:4:") && e.contains("unknown grouping option \"owner\""),
+        "{e}"
+    );
+}

@@ -116,6 +116,15 @@ pub fn keep_count(v: i64, key: &str) -> Result<i64, String> {
     }
 }
 
+/// A `keep-within*` value in restic's syntax (`1y2m3d4h`, where `m` is
+/// months, not minutes), checked when the file is read rather than on
+/// every run; kept as written.
+pub fn keep_within(s: &str, key: &str) -> Result<String, String> {
+    crate::retention::Duration::parse(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("{key} = {s:?}: {e}"))
+}
+
 /// A positive duration: `"90s"`, `"15m"`, `"1h30m"`, `"2 days"` or ISO 8601.
 pub fn duration(s: &str, key: &str) -> Result<Duration, String> {
     let bad = || format!("{key} = {s:?}: expected a duration such as \"30s\", \"15m\" or \"1h\"");
