@@ -48,7 +48,10 @@ pub struct ForgetOptions {
     /// The zone of the policy's calendar buckets and of the report's times.
     pub tz: TimeZone,
     /// Now, for `--keep-within*`: snapshots after it are in the future.
-    pub now: Timestamp,
+    /// `None` (the default) takes the clock when the snapshots are listed,
+    /// after any wait for the lock, as restic does: a backup that ended
+    /// during the wait is then not in the future.
+    pub now: Option<Timestamp>,
     /// restic's `--unsafe-allow-remove-all`: an empty policy removes every
     /// snapshot the filter selects (refused without a filter).
     pub remove_all: bool,
@@ -56,7 +59,7 @@ pub struct ForgetOptions {
 
 impl Default for ForgetOptions {
     /// No names, an empty policy, grouping by host and paths, the system
-    /// time zone and the current time.
+    /// time zone and the time of the listing.
     fn default() -> Self {
         ForgetOptions {
             snapshots: Vec::new(),
@@ -65,7 +68,7 @@ impl Default for ForgetOptions {
             filter: Filter::default(),
             dry_run: false,
             tz: TimeZone::system(),
-            now: Timestamp::now(),
+            now: None,
             remove_all: false,
         }
     }
@@ -181,7 +184,7 @@ fn by_policy(
         opts.group_by,
         list,
         &opts.tz,
-        opts.now,
+        opts.now.unwrap_or_else(Timestamp::now),
         opts.remove_all,
     )?;
     report.policy = Some(opts.policy.to_string());

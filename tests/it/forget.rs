@@ -339,6 +339,41 @@ fn dry_run_removes_nothing() {
     assert_eq!(e.objects(), set_of(&[&made[3]]));
 }
 
+/// A forget that waited for the lock takes its "now" when it lists the
+/// snapshots, as restic does: a backup that ended during the wait is the
+/// latest snapshot, not one in the future, and `--keep-within 1h` counts
+/// back from it (before, from the newest older one, keeping more).
+#[test]
+fn keep_within_counts_from_a_backup_made_while_forget_waited() {
+    let e = Env::new();
+    let p = e.src("p");
+    let ago = |minutes: u32| {
+        let out = Command::new("date")
+            .env("TZ", BERLIN)
+            .args([format!("--date=-{minutes} min"), "+%F %T".to_string()])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let _old = e.backup_at("h", &p, &ago(150), &[]);
+    let _mid = e.backup_at("h", &p, &ago(100), &[]);
+    let holder = common::lib_open(&e.t.repo_path(), &e.base.path().join("holder-cache"));
+    let guard = holder.lock_snapshots().unwrap();
+    let mut forget = e.cmd(&["--retry-lock", "2m", "forget", "--keep-within", "1h"]);
+    forget.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let child = forget.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let new = e.backup_at("h", &p, &ago(0), &[]);
+    drop(guard);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(e.objects(), set_of(&[&new]));
+}
+
 /// `--tag` as restic reads it: `a,b` wants both tags, a repeated flag any
 /// of the lists, and `''` untagged snapshots; `snapshots` and `forget`
 /// select alike.
