@@ -21,8 +21,8 @@ use crate::maintenance::prune::{self, PruneOptions};
 use crate::progress::NoProgress;
 use crate::repository::Repository;
 use crate::repository::trust::KnownRepositories;
-use crate::retention::{Count, Duration, GroupBy, Policy, TagList};
-use crate::schedule::profile::{Credential, Profile, Retention, Storage};
+use crate::retention::{GroupBy, TagList};
+use crate::schedule::profile::{Credential, Profile, Storage};
 use crate::schedule::steps::{StepFailure, StepReport, StepResult, Steps};
 use crate::schedule::values::CheckSubset;
 use crate::snapshot::Filter;
@@ -215,30 +215,6 @@ pub fn backup_options(profile: &Profile) -> Result<BackupOptions> {
     })
 }
 
-/// The retention policy of a profile.
-pub fn policy(r: &Retention) -> Result<Policy> {
-    let count = |v: Option<i64>| v.map_or(Ok(Count::Off), |n| Count::parse(&n.to_string()));
-    let within = |v: &Option<String>| {
-        v.as_deref()
-            .map_or(Ok(Duration::default()), Duration::parse)
-    };
-    Ok(Policy {
-        last: count(r.keep_last)?,
-        hourly: count(r.keep_hourly)?,
-        daily: count(r.keep_daily)?,
-        weekly: count(r.keep_weekly)?,
-        monthly: count(r.keep_monthly)?,
-        yearly: count(r.keep_yearly)?,
-        within: within(&r.keep_within)?,
-        within_hourly: within(&r.keep_within_hourly)?,
-        within_daily: within(&r.keep_within_daily)?,
-        within_weekly: within(&r.keep_within_weekly)?,
-        within_monthly: within(&r.keep_within_monthly)?,
-        within_yearly: within(&r.keep_within_yearly)?,
-        tags: r.keep_tag.iter().map(|t| TagList::parse(t)).collect(),
-    })
-}
-
 /// The snapshots a profile's retention applies to: its host's (the
 /// profile's `host`, else this machine's) with exactly its paths (a stream
 /// profile's: `/NAME`) and tags, so two profiles sharing a repository
@@ -343,7 +319,7 @@ impl Steps for RepoSteps {
             None => GroupBy::default(),
         };
         let opts = ForgetOptions {
-            policy: policy(&profile.retention)?,
+            policy: profile.retention.policy()?,
             group_by,
             filter: own_snapshots(profile)?,
             ..ForgetOptions::default()
@@ -411,6 +387,7 @@ impl Steps for RepoSteps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retention::{Count, Duration};
     use crate::schedule::{Config, Env};
 
     fn profile(extra: &str) -> Profile {
@@ -427,7 +404,7 @@ mod tests {
     fn retention_becomes_forgets_policy() {
         let p =
             profile("keep-last = 3\nkeep-yearly = -1\nkeep-within = \"2d\"\nkeep-tag = [\"a,b\"]");
-        let pol = policy(&p.retention).unwrap();
+        let pol = p.retention.policy().unwrap();
         assert_eq!(pol.last, Count::Limit(3));
         assert_eq!(pol.yearly, Count::Unlimited);
         assert_eq!(pol.daily, Count::Off);

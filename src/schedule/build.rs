@@ -289,7 +289,38 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// The `keep-*` rules and `group-by`. Rules that are all zeros keep
+    /// nothing, which `forget` refuses: refused here, at the first rule's
+    /// line, rather than failing the forget step of every run.
     fn retention(&mut self, r: &RawProfile) -> Retention {
+        let out = self.retention_values(r);
+        if out.is_set() && out.policy().is_ok_and(|p| p.is_empty()) {
+            let span = |v: Option<std::ops::Range<usize>>| v.map(|s| s.start);
+            let first = [
+                span(r.keep_last.as_ref().map(Spanned::span)),
+                span(r.keep_hourly.as_ref().map(Spanned::span)),
+                span(r.keep_daily.as_ref().map(Spanned::span)),
+                span(r.keep_weekly.as_ref().map(Spanned::span)),
+                span(r.keep_monthly.as_ref().map(Spanned::span)),
+                span(r.keep_yearly.as_ref().map(Spanned::span)),
+                span(r.keep_within.as_ref().map(Spanned::span)),
+                span(r.keep_within_hourly.as_ref().map(Spanned::span)),
+                span(r.keep_within_daily.as_ref().map(Spanned::span)),
+                span(r.keep_within_weekly.as_ref().map(Spanned::span)),
+                span(r.keep_within_monthly.as_ref().map(Spanned::span)),
+                span(r.keep_within_yearly.as_ref().map(Spanned::span)),
+            ];
+            let pos = first.into_iter().flatten().min().unwrap_or(0);
+            self.fail(
+                pos,
+                "these keep-* rules keep nothing (all zero), which forget refuses: \
+                 give one that keeps something, or leave them out (no forget step)",
+            );
+        }
+        out
+    }
+
+    fn retention_values(&mut self, r: &RawProfile) -> Retention {
         let mut count = |v: &Option<Spanned<i64>>, key: &str| self.conv(v, |n| keep_count(*n, key));
         Retention {
             keep_last: count(&r.keep_last, "keep-last"),

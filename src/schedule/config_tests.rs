@@ -536,6 +536,13 @@ fn retention_values_are_checked_when_read() {
         );
         assert!(e.contains("invalid duration"), "{key}: {e}");
     }
+    // Rules that keep nothing are refused at the first one's line.
+    let e = err(&format!("{plain}keep-last = 0\nkeep-within = \"0d\"\n"));
+    assert!(
+        e.contains("larder.toml:4:") && e.contains("keep nothing"),
+        "{e}"
+    );
+    assert!(parse(&format!("{plain}keep-last = 0\nkeep-daily = 7\n")).is_ok());
     let e = err(&format!("{plain}group-by = \"host,owner\"\n"));
     assert!(
         e.contains("larder.toml:4:") && e.contains("unknown grouping option \"owner\""),

@@ -5,6 +5,7 @@
 use super::calendar::Schedule;
 use super::values::{CheckSubset, IoNice, RetryPolicy, ser_duration};
 use crate::error::Error;
+use crate::retention::{Count, Duration as KeepWithin, Policy, TagList};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -170,6 +171,31 @@ pub struct Retention {
 }
 
 impl Retention {
+    /// The policy `forget` applies; an error names a value that does not
+    /// parse (the config check has refused those already).
+    pub fn policy(&self) -> crate::error::Result<Policy> {
+        let count = |v: Option<i64>| v.map_or(Ok(Count::Off), |n| Count::parse(&n.to_string()));
+        let within = |v: &Option<String>| {
+            v.as_deref()
+                .map_or(Ok(KeepWithin::default()), KeepWithin::parse)
+        };
+        Ok(Policy {
+            last: count(self.keep_last)?,
+            hourly: count(self.keep_hourly)?,
+            daily: count(self.keep_daily)?,
+            weekly: count(self.keep_weekly)?,
+            monthly: count(self.keep_monthly)?,
+            yearly: count(self.keep_yearly)?,
+            within: within(&self.keep_within)?,
+            within_hourly: within(&self.keep_within_hourly)?,
+            within_daily: within(&self.keep_within_daily)?,
+            within_weekly: within(&self.keep_within_weekly)?,
+            within_monthly: within(&self.keep_within_monthly)?,
+            within_yearly: within(&self.keep_within_yearly)?,
+            tags: self.keep_tag.iter().map(|t| TagList::parse(t)).collect(),
+        })
+    }
+
     /// Whether any `keep-*` rule is set (`group-by` alone is no policy):
     /// without one, the run cycle skips `forget`.
     pub fn is_set(&self) -> bool {
