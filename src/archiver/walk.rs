@@ -107,6 +107,8 @@ pub(super) struct Archiver<'r, 'p> {
     pub(super) excluder: Excluder,
     /// The tree of the directory finished last (the root of a walk).
     pub(super) last_tree: Option<Tree>,
+    /// Backed-up paths inside the ones walked next ([`super::root`]).
+    pub(super) grafts: Vec<super::root::Graft>,
     /// Where files to read go (the reading workers).
     pub(super) jobs: super::readers::Jobs,
     /// Which files two workers read.
@@ -375,6 +377,11 @@ impl Archiver<'_, '_> {
             None => ahead::list(fs_path, (!root).then_some(&self.excluder)),
         };
         if !root && matches!(&listing, Ok(l) if l.excluded) {
+            // Excluded by what it holds; but a backed-up path below it is
+            // kept, in a directory made for it.
+            if let Some(node) = super::root::graft_node(self, path)? {
+                self.push(Event::Ready(node))?;
+            }
             return Ok(());
         }
         // Its tree would lie deeper than readers go: left out (even empty,
@@ -415,6 +422,18 @@ impl Archiver<'_, '_> {
                 for st in &steps {
                     crate::interrupt::check()?;
                     let file_known = known_here.contains(st.name.as_bytes());
+                    // A backed-up path here stands in for the entry; one
+                    // below an entry the walk does not enter hangs below a
+                    // directory made for it.
+                    let exact = self.grafts.iter().any(|g| !g.placed && g.path == st.path);
+                    let grafted = (exact || !st.md.is_dir())
+                        && super::root::grafts_at_or_below(self, &st.path);
+                    if grafted {
+                        if let Some(node) = super::root::graft_node(self, &st.path)? {
+                            self.push(Event::Ready(node))?;
+                        }
+                        continue;
+                    }
                     if st.md.is_dir() {
                         // Both in byte order of names; one the walk does
                         // not enter is given up.
@@ -442,6 +461,20 @@ impl Archiver<'_, '_> {
             Err(e) => self
                 .warnings
                 .push(format!("{}: cannot read directory: {e}", path.display())),
+        }
+        // Backed-up paths below entries the walk left out (by name,
+        // on another file system under `-x`, or all of them: unreadable).
+        let left: Vec<PathBuf> = self
+            .grafts
+            .iter()
+            .filter(|g| !g.placed && g.path.starts_with(path) && g.path != path)
+            .filter_map(|g| g.path.strip_prefix(path).ok()?.components().next())
+            .map(|c| path.join(c))
+            .collect();
+        for at in left {
+            if let Some(node) = super::root::graft_node(self, &at)? {
+                self.push(Event::Ready(node))?;
+            }
         }
         drop(known_here);
         let prep = self.dir_prep(path, fs_path, md, known)?;

@@ -23,6 +23,7 @@ mod locks;
 mod ls_ncdu;
 mod ls_sort;
 mod mount;
+mod nested_paths;
 mod old_format;
 mod progress;
 mod prune;

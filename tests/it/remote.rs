@@ -1054,7 +1054,7 @@ fn rest_unreachable_names_server_and_object_without_the_password() {
 
 /// The modification and change times of every directory above `p`, which
 /// a snapshot records beside the backed-up path.
-fn ancestor_times(p: &Path) -> Vec<(i64, i64, i64, i64)> {
+pub(crate) fn ancestor_times(p: &Path) -> Vec<(i64, i64, i64, i64)> {
     use std::os::unix::fs::MetadataExt;
     p.ancestors()
         .skip(1)

@@ -1,0 +1,154 @@
+//! Backup paths inside other backup paths (`backup a a/x`), as restic
+//! takes them: a path the walk of the outer one would not reach (the way
+//! down excluded by a marker file, a symbolic link, another file system
+//! under `-x`) is still backed up, at its place; one the outer walk covers
+//! changes nothing.
+
+use crate::faults::{cli_repo, larder_ok, larder_run, snapshot_id_of};
+use crate::support::*;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+/// The root tree of snapshot `id`, from `snapshots --json`.
+fn tree_of(repo: &Path, cache: &Path, id: &str) -> String {
+    let o = larder_ok(repo, cache, &["snapshots", "--json", id]);
+    let v: serde_json::Value = serde_json::from_str(&o.out).unwrap();
+    v[0]["tree"].as_str().unwrap().to_string()
+}
+
+/// Named paths below a directory excluded by its marker file and below a
+/// symbolic link are each backed up and restored at their place; what the
+/// marker leaves out stays out. The directory
+/// made for the link has the linked directory's mode, not the link's
+/// `rwxrwxrwx`.
+#[test]
+fn paths_the_outer_walk_would_not_reach_are_kept() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let base = t.dir.path().join("src");
+    let a = base.join("a");
+    write(&a.join("file1"), b"one");
+    write(&a.join("tagged/.nobackup"), b"");
+    write(&a.join("tagged/t"), b"excluded by the marker");
+    write(&a.join("tagged/inner/i"), b"named below a marked directory");
+    write(&base.join("elsewhere/sub/f"), b"named through a link");
+    fs::set_permissions(base.join("elsewhere"), fs::Permissions::from_mode(0o750)).unwrap();
+    std::os::unix::fs::symlink("../elsewhere", a.join("link")).unwrap();
+
+    let named = [a.clone(), a.join("link/sub"), a.join("tagged/inner")];
+    let mut args = vec!["backup", "--json", "--exclude-if-present", ".nobackup"];
+    args.extend(named.iter().map(|p| path_str(p)));
+    let o = larder_ok(&repo, &cache, &args);
+    assert!(!o.err.contains("never came to it"), "{}", o.all());
+    let id = snapshot_id_of(&o);
+
+    let target = t.dir.path().join("restored");
+    larder_ok(
+        &repo,
+        &cache,
+        &["restore", "-q", &id, "--target", path_str(&target)],
+    );
+    let got = target.join(a.strip_prefix("/").unwrap());
+    assert_eq!(fs::read(got.join("file1")).unwrap(), b"one");
+    assert_eq!(
+        fs::read(got.join("tagged/inner/i")).unwrap(),
+        b"named below a marked directory"
+    );
+    assert!(!got.join("tagged/t").exists());
+    let link = fs::symlink_metadata(got.join("link")).unwrap();
+    assert!(link.is_dir(), "the link's place holds the named path");
+    assert_eq!(link.permissions().mode() & 0o7777, 0o750);
+    assert_eq!(
+        fs::read(got.join("link/sub/f")).unwrap(),
+        b"named through a link"
+    );
+}
+
+/// A named path the outer walk covers anyway (`a` and `a/d`) gives the
+/// very tree `a` alone gives, and is read once: the second backup of the
+/// pair reads no file the first did not.
+#[test]
+fn a_path_the_outer_walk_covers_changes_nothing() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let a = t.dir.path().join("a");
+    crate::faults::fill(&a, 7, 9, 20 << 10);
+    let alone = snapshot_id_of(&larder_ok(
+        &repo,
+        &cache,
+        &["backup", "--json", path_str(&a)],
+    ));
+    let sub = a.join("d1");
+    let o = larder_ok(
+        &repo,
+        &cache,
+        &["backup", "--json", path_str(&a), path_str(&sub)],
+    );
+    let both = snapshot_id_of(&o);
+    assert_eq!(
+        tree_of(&repo, &cache, &alone),
+        tree_of(&repo, &cache, &both)
+    );
+    let summary = json_lines(&o.out).pop().unwrap();
+    assert_eq!(summary["data_added"], 0, "{summary}");
+}
+
+/// `-x` leaves out another file system below a path, but not one named
+/// itself (`backup -x a a/mnt`): it is backed up at its place. The other
+/// file system is a tmpfs mounted in a mount namespace of the test's own
+/// (`unshare -m`, as root); where that cannot be made the test says so
+/// and checks nothing.
+#[test]
+fn a_named_path_on_another_file_system_is_kept_under_one_file_system() {
+    let ok = Command::new("unshare")
+        .args(["-m", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipping: `unshare -m` is not allowed here (needs root)");
+        return;
+    }
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let a = t.dir.path().join("a");
+    write(&a.join("file1"), b"one");
+    fs::create_dir_all(a.join("mnt")).unwrap();
+    let script = "mount -t tmpfs larder-test \"$1/mnt\" && echo on-tmpfs > \"$1/mnt/m\" && \
+                  shift && exec \"$@\"";
+    let backup = |paths: &[&Path]| {
+        let mut inner = crate::faults::larder_cmd(&repo, &cache, &["backup", "--json", "-x"]);
+        inner.args(paths.iter().map(|p| path_str(p)));
+        let mut c = Command::new("unshare");
+        c.args(["-m", "sh", "-c", script, "sh", path_str(&a)])
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        let o = crate::faults::wait_bounded(crate::faults::spawn(c), "backup -x");
+        assert_eq!(o.code, 0, "{}", o.all());
+        snapshot_id_of(&o)
+    };
+    let only_a = backup(&[&a]);
+    let with_mnt = backup(&[&a, &a.join("mnt")]);
+    for (id, want) in [(only_a, false), (with_mnt, true)] {
+        let target = t.dir.path().join(format!("r-{id}"));
+        let o = larder_run(
+            &repo,
+            &cache,
+            &["restore", "-q", &id, "--target", path_str(&target)],
+        );
+        assert_eq!(o.code, 0, "{}", o.all());
+        let got = target.join(a.strip_prefix("/").unwrap());
+        assert_eq!(fs::read(got.join("file1")).unwrap(), b"one");
+        assert_eq!(got.join("mnt/m").exists(), want, "snapshot {id}");
+        if want {
+            assert_eq!(fs::read(got.join("mnt/m")).unwrap(), b"on-tmpfs\n");
+        }
+    }
+}
