@@ -13,7 +13,7 @@
 //! | storage | [`backend`] (the object-store trait; `local`) |
 //! | cryptography and formats | [`crypto`] (keys, sealing, blob ids), [`object`] (sealed objects), [`keys`] (key files), [`chunker`], [`pack`] (format, blobs, writer), [`tree`] (nodes and tree blobs), [`index`] (segments and the SQLite cache) |
 //! | the repository | [`lock`], [`repository`] (init, open, config, blob and tree reads, repair, the local cache directories), [`snapshot`] (objects, listing, `latest`), [`packer`] (writing new blobs into packs and segments), [`list`] (object ids) |
-//! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait) |
+//! | shared by the operations | [`walker`] (tree walks), [`localfs`] (local files: descriptors, long paths, `O_NOATIME`, metadata), [`progress`] (the progress trait), [`pattern`] (restic's path patterns for excludes and includes) |
 //! | operations | [`archiver`] (backup), [`restorer`] (restore), [`dump`] (a path as bytes or an archive), [`diff`], [`diff_live`] (a snapshot against the disk), [`find`], [`copy`] (snapshots between repositories), [`check`], [`schedule`] (profiles and periodic runs), `mount` (the read-only FUSE view; cargo feature `mount`) |
 //! | maintenance | [`maintenance`] (the operations that delete or rewrite repository contents: `forget` with the policies of [`retention`], `prune`, `repair snapshots`, `recover`, `stats`; the used-blob set they share) |
 //! | scheduled runs' repository work | [`repo_steps`] (the schedule's steps over archiver, maintenance and check; [`repo_steps::open`] is where other backends plug in) |
@@ -52,6 +52,7 @@ pub mod mount;
 pub mod object;
 pub mod pack;
 pub mod packer;
+pub mod pattern;
 pub mod progress;
 pub mod repo_steps;
 pub mod repository;

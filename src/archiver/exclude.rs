@@ -6,23 +6,31 @@
 
 use super::BackupOptions;
 use crate::error::{Error, Result};
-use globset::{GlobSet, GlobSetBuilder};
+use crate::pattern::PatternList;
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-/// The globs given one by one plus every line of each exclude file (blank
-/// lines and `#` comments skipped, surrounding space trimmed), as restic
-/// reads `--exclude-file`. An unreadable file is an error naming it.
+/// The globs given one by one plus every line of each exclude file, as
+/// restic reads `--exclude-file`: a UTF-8 byte-order mark dropped, blank
+/// lines and `#` comments skipped, surrounding space trimmed, and `$VAR`
+/// or `${VAR}` replaced by the variable (an unset one by nothing). An
+/// unreadable file is an error naming it.
 pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
     let mut out = globs.to_vec();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         out.extend(
             text.lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(String::from),
+                .map(|l| {
+                    shellexpand::env_with_context_no_errors(l, |v| {
+                        Some(std::env::var(v).unwrap_or_default())
+                    })
+                    .into_owned()
+                }),
         );
     }
     Ok(out)
@@ -32,8 +40,11 @@ pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<Str
 /// apply: [`Excluder::from_globs`] and [`Excluder::matches`].
 #[derive(Clone)]
 pub struct Excluder {
-    by_name: GlobSet,
-    by_path: GlobSet,
+    /// `--exclude` and its files, in order.
+    patterns: PatternList,
+    /// `--iexclude` and its files, in order (a `!` there takes back only
+    /// what these matched, as restic keeps the two lists apart).
+    folded: PatternList,
     dirs: DirRules,
     /// Files (not directories) larger than this many bytes are left out.
     larger_than: Option<u64>,
@@ -130,35 +141,9 @@ const CACHEDIR_SIGNATURE: &[u8] = b"Signature: 8a477f597d28d172789f06886806bc55"
 
 impl Excluder {
     pub(super) fn new(o: &BackupOptions) -> Result<Self> {
-        let mut by_name = GlobSetBuilder::new();
-        let mut by_path = GlobSetBuilder::new();
-        let given = o.excludes.iter().map(|p| (p, false));
-        for (pat, fold) in given.chain(o.iexcludes.iter().map(|p| (p, true))) {
-            let glob = |text: &str| {
-                globset::GlobBuilder::new(text)
-                    .literal_separator(true)
-                    .case_insensitive(fold)
-                    .build()
-            };
-            let g = glob(pat)
-                .map_err(|e| Error::Usage(format!("invalid exclude pattern {pat:?}: {e}")))?;
-            if pat.contains('/') {
-                by_path.add(g);
-                // A pattern naming a directory excludes what is beneath it.
-                if let Ok(g2) = glob(&format!("{}/**", pat.trim_end_matches('/'))) {
-                    by_path.add(g2);
-                }
-            } else {
-                by_name.add(g);
-            }
-        }
         Ok(Excluder {
-            by_name: by_name
-                .build()
-                .map_err(|e| Error::Usage(format!("exclude patterns: {e}")))?,
-            by_path: by_path
-                .build()
-                .map_err(|e| Error::Usage(format!("exclude patterns: {e}")))?,
+            patterns: PatternList::new(&o.excludes, false, "exclude")?,
+            folded: PatternList::new(&o.iexcludes, true, "exclude")?,
             dirs: DirRules {
                 if_present: o
                     .exclude_if_present
@@ -180,9 +165,10 @@ impl Excluder {
         })
     }
 
-    /// Whether a glob excludes absolute `path` (by its name or whole path).
+    /// Whether the patterns exclude absolute `path` (see
+    /// [`crate::pattern`]).
     pub fn matches(&self, path: &Path) -> bool {
-        path.file_name().is_some_and(|n| self.by_name.is_match(n)) || self.by_path.is_match(path)
+        self.patterns.matches(path) || self.folded.matches(path)
     }
 
     /// Whether a regular file of `size` bytes is left out

@@ -47,8 +47,9 @@ pub struct Args {
     /// -print0` writes them (repeatable).
     #[arg(long, value_name = "FILE")]
     pub files_from_raw: Vec<PathBuf>,
-    /// Exclude paths matching this glob (repeatable).
-    #[arg(short, long)]
+    /// Exclude paths matching this pattern (repeatable; `/x` from the
+    /// root, `x` or `x/y` at any depth, `!x` takes back, as restic).
+    #[arg(short, long, value_name = "PATTERN")]
     pub exclude: Vec<String>,
     /// Read exclude globs from this file, one per line (repeatable).
     #[arg(long)]

@@ -24,11 +24,13 @@ pub struct Args {
     /// Directory to restore into.
     #[arg(short, long)]
     target: PathBuf,
-    /// Restore only paths matching this glob (repeatable).
-    #[arg(long)]
+    /// Restore only paths matching this pattern (repeatable; as backup's
+    /// --exclude patterns: `/x` from the root, `x` at any depth, `!x`
+    /// takes back).
+    #[arg(long, value_name = "PATTERN")]
     include: Vec<String>,
-    /// Skip paths matching this glob (repeatable).
-    #[arg(long)]
+    /// Skip paths matching this pattern (repeatable).
+    #[arg(long, value_name = "PATTERN")]
     exclude: Vec<String>,
     /// As --include, without regard to case (repeatable).
     #[arg(long, value_name = "PATTERN")]

@@ -1,21 +1,26 @@
 //! Which paths of a snapshot a restore writes: `--include` and `--exclude`
-//! globs on paths relative to the restored tree (`/a/b`). A pattern without
-//! `/` matches that name anywhere; an included directory includes all below.
-//! `--iinclude` and `--iexclude` patterns match without regard to case.
-//! Also which extended attributes it sets: `--include-xattr` and
-//! `--exclude-xattr` globs on an attribute's whole name.
+//! patterns on the snapshot's paths (`/home/u/x`), read as restic reads
+//! them ([`crate::pattern`]): a pattern without a leading `/` matches at
+//! any depth, a matched directory includes (or excludes) all below, and
+//! `!` takes back what the patterns before it matched. `--iinclude` and
+//! `--iexclude` patterns match without regard to case. Also which
+//! extended attributes it sets: `--include-xattr` and `--exclude-xattr`
+//! globs on an attribute's whole name.
 
 use crate::error::{Error, Result};
+use crate::pattern::PatternList;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use std::path::Path;
 
 /// Compiled include and exclude patterns.
 pub(super) struct Selector {
-    include: Option<GlobSet>,
-    /// For each include pattern that names a path (contains `/`): its
-    /// literal beginning (up to the first glob character), with a leading
-    /// `/`; `None` when some include is a bare name (it matches anywhere).
+    /// `--include` and `--iinclude`; `None` when neither is given.
+    include: Option<[PatternList; 2]>,
+    /// For each include pattern (all anchored, none negated, none
+    /// case-blind): its literal beginning up to the first glob character,
+    /// with a leading `/`; `None` when some include may match anywhere.
     include_prefixes: Option<Vec<String>>,
-    exclude: GlobSet,
+    exclude: [PatternList; 2],
 }
 
 impl Selector {
@@ -27,10 +32,12 @@ impl Selector {
         exclude: &[String],
         iexclude: &[String],
     ) -> Result<Self> {
-        let bare = include.iter().any(|p| !p.contains('/'));
+        let anywhere = include
+            .iter()
+            .any(|p| !p.starts_with('/') || p.starts_with('!'));
         // A case-blind pattern's literal beginning says nothing about
         // which directories its matches lie in.
-        let include_prefixes = if include.is_empty() || bare || !iinclude.is_empty() {
+        let include_prefixes = if include.is_empty() || anywhere || !iinclude.is_empty() {
             None
         } else {
             Some(include.iter().map(|p| literal_prefix(p)).collect())
@@ -39,17 +46,24 @@ impl Selector {
             include: if include.is_empty() && iinclude.is_empty() {
                 None
             } else {
-                Some(globset(include, iinclude)?)
+                Some([
+                    PatternList::new(include, false, "include")?,
+                    PatternList::new(iinclude, true, "include")?,
+                ])
             },
             include_prefixes,
-            exclude: globset(exclude, iexclude)?,
+            exclude: [
+                PatternList::new(exclude, false, "exclude")?,
+                PatternList::new(iexclude, true, "exclude")?,
+            ],
         })
     }
 
     /// Whether directory `rel` (not itself included) can hold an included
     /// path: a restore of one file does not walk, nor make, every other
     /// directory of the snapshot. Conservative: `true` unless every include
-    /// pattern is a path whose literal beginning leads elsewhere.
+    /// pattern is a path from the root whose literal beginning leads
+    /// elsewhere.
     pub(super) fn may_hold_included(&self, rel: &str) -> bool {
         let Some(prefixes) = &self.include_prefixes else {
             return true;
@@ -60,17 +74,18 @@ impl Selector {
             .any(|p| dir.starts_with(p.as_str()) || p.starts_with(dir.as_str()))
     }
 
-    /// For path `rel`: whether it is visible at all (not excluded), and
-    /// whether it is included (itself, or below an included directory).
+    /// For path `rel` (`/a/b`): whether it is visible at all (not
+    /// excluded), and whether it is included (itself, or below an included
+    /// directory).
     pub(super) fn selected(&self, rel: &str, ancestor_included: bool) -> (bool, bool) {
-        let bare = rel.trim_start_matches('/');
-        if self.exclude.is_match(rel) || self.exclude.is_match(bare) {
+        let path = Path::new(rel);
+        if self.exclude.iter().any(|l| l.matches(path)) {
             return (false, false);
         }
         let included = ancestor_included
             || match &self.include {
                 None => true,
-                Some(g) => g.is_match(rel) || g.is_match(bare),
+                Some(lists) => lists.iter().any(|l| l.matches(path)),
             };
         (true, included)
     }
@@ -139,41 +154,25 @@ fn xattr_globset(pats: &[String], flag: &str) -> Result<GlobSet> {
         .map_err(|e| Error::Usage(format!("{flag} patterns: {e}")))
 }
 
-/// The literal beginning of path pattern `p` (up to its first glob
-/// character), with a leading `/`: every path it matches starts with it.
+/// The literal beginning of anchored path pattern `p` (up to its first
+/// glob character, its `.` and empty components dropped as the pattern's
+/// are), with a leading `/`: every path it matches starts with it.
 fn literal_prefix(p: &str) -> String {
     let end = p.find(['*', '?', '[', '{', '\\']).unwrap_or(p.len());
-    format!("/{}", p[..end].trim_start_matches('/'))
-}
-
-/// One set of `pats` (matched as written) and `ipats` (without regard
-/// to case).
-fn globset(pats: &[String], ipats: &[String]) -> Result<GlobSet> {
-    let mut b = GlobSetBuilder::new();
-    let both = pats
-        .iter()
-        .map(|p| (p, false))
-        .chain(ipats.iter().map(|p| (p, true)));
-    for (p, blind) in both {
-        let g = GlobBuilder::new(p)
-            .literal_separator(true)
-            .case_insensitive(blind)
-            .build()
-            .map_err(|e| Error::Usage(format!("invalid pattern {p:?}: {e}")))?;
-        b.add(g);
-        if !p.contains('/') {
-            // A bare name matches that name anywhere.
-            if let Ok(g) = GlobBuilder::new(&format!("**/{p}"))
-                .literal_separator(true)
-                .case_insensitive(blind)
-                .build()
-            {
-                b.add(g);
-            }
-        }
+    let lit = &p[..end];
+    let mut out: String = lit
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(|c| format!("/{c}"))
+        .collect();
+    // A component cut by the glob is a beginning, not a whole name.
+    if lit.ends_with('/') || end == p.len() {
+        out.push('/');
     }
-    b.build()
-        .map_err(|e| Error::Usage(format!("patterns: {e}")))
+    if out.is_empty() {
+        out.push('/');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -223,7 +222,7 @@ mod tests {
         }
         // What the walk does not skip is what the matcher includes.
         assert!(s.selected("/usr/share/doc/bash/README", false).1);
-        let g = sel(&["usr/share/*/bash/**"]);
+        let g = sel(&["/usr/share/*/bash/**"]);
         assert!(g.may_hold_included("/usr/share"));
         assert!(
             g.may_hold_included("/usr/share/doc"),

@@ -1206,6 +1206,132 @@ fn backup_excludes_file_globs() {
     assert_eq!(summary["total_files_processed"], 10);
 }
 
+/// Exclude patterns as restic reads them: a relative pattern with `/`
+/// matches at any depth, a trailing `/` and a leading `./` are cleaned
+/// away, `/x/**` leaves out `/x` too, and a `!` pattern takes back what
+/// the patterns before it matched (restic's ordered rule); an exclude file
+/// may begin with a byte-order mark and use `$VAR`.
+#[test]
+fn backup_excludes_as_restic_reads_patterns() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    for f in [
+        "web/node_modules/.cache/x",
+        "web/node_modules/pkg/index.js",
+        "build/out.o",
+        "logs/a.log",
+        "data/big/1",
+        "srv/other/o",
+        "srv/keep/k",
+        "srv/keep/k.log",
+        "notes.txt",
+        "envdir/e",
+    ] {
+        write(&src.join(f), f.as_bytes());
+    }
+    cli(&repo, &cache, &["init"], 0);
+    let file = base.path().join("excludes");
+    let s = src.display();
+    fs::write(
+        &file,
+        format!(
+            "\u{feff}node_modules/.cache\nbuild/\n./a.log\n{s}/data/**\n{s}/srv/*\n!{s}/srv/keep\n$LARDER_TEST_EXCLUDED\n"
+        ),
+    )
+    .unwrap();
+    let mut c = common::larder(&repo, &cache);
+    c.env("LARDER_TEST_EXCLUDED", "envdir").args([
+        "backup",
+        "--json",
+        "--exclude-file",
+        path_str(&file),
+        path_str(&src),
+    ]);
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = json_lines(&String::from_utf8_lossy(&out.stdout))
+        .pop()
+        .unwrap();
+    let id = summary["snapshot_id"].as_str().unwrap();
+    let want: BTreeSet<String> = [
+        "logs",
+        "notes.txt",
+        "srv",
+        "srv/keep",
+        "srv/keep/k",
+        "srv/keep/k.log",
+        "web",
+        "web/node_modules",
+        "web/node_modules/pkg",
+        "web/node_modules/pkg/index.js",
+    ]
+    .iter()
+    .map(|p| p.to_string())
+    .collect();
+    assert_eq!(ls_rel(&repo, &cache, id, &src), want);
+}
+
+/// Restore's `--include` and `--exclude` read patterns as backup's do:
+/// a relative pattern with `/` matches at any depth, a trailing `/` is
+/// cleaned away, and `!` takes back what earlier patterns matched.
+#[test]
+fn restore_selects_as_restic_reads_patterns() {
+    let base = tempfile::tempdir().unwrap();
+    let (repo, cache) = (base.path().join("repo"), base.path().join("cache"));
+    let src = base.path().join("src");
+    for f in [
+        "a/keep/k",
+        "a/keep/k.log",
+        "a/other/o",
+        "b/keep/k2",
+        "top.txt",
+    ] {
+        write(&src.join(f), f.as_bytes());
+    }
+    cli(&repo, &cache, &["init"], 0);
+    let (out, _) = cli(&repo, &cache, &["backup", "--json", path_str(&src)], 0);
+    let id = json_lines(&out).pop().unwrap()["snapshot_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let s = src.display().to_string();
+    let restored = |n: usize, args: &[&str]| -> BTreeSet<String> {
+        let target = base.path().join(format!("t{n}"));
+        let mut all = vec!["restore", id.as_str(), "--target", path_str(&target)];
+        all.extend(args);
+        cli(&repo, &cache, &all, 0);
+        let got = target.join(src.strip_prefix("/").unwrap());
+        list_rel(&got)
+            .into_iter()
+            .filter(|p| p.contains('.') || p.ends_with('k') || p.ends_with('2') || p.ends_with('o'))
+            .filter(|p| fs::symlink_metadata(got.join(p)).unwrap().is_file())
+            .collect()
+    };
+    let set = |l: &[&str]| l.iter().map(|p| p.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        restored(1, &["--include", "keep/k"]),
+        set(&["a/keep/k"]),
+        "a relative path matches at any depth"
+    );
+    assert_eq!(
+        restored(2, &["--include", &format!("{s}/a/keep/")]),
+        set(&["a/keep/k", "a/keep/k.log"])
+    );
+    assert_eq!(
+        restored(3, &["--exclude", "a/keep/"]),
+        set(&["a/other/o", "b/keep/k2", "top.txt"])
+    );
+    assert_eq!(
+        restored(4, &["--exclude", &format!("{s}/*/*"), "--exclude", "!keep"]),
+        set(&["a/keep/k", "a/keep/k.log", "b/keep/k2", "top.txt"])
+    );
+}
+
 /// Backup excludes by glob, marker file and CACHEDIR.TAG: the excluded
 /// directories are left out, and only them.
 #[test]
