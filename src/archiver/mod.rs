@@ -441,6 +441,7 @@ fn walk_with_readers<'r>(
             excluder,
             last_tree: None,
             grafts: Vec::new(),
+            mount_points: Vec::new(),
             jobs,
             split_at: split::SplitAt::new(workers, chunker.params().max),
             assembly: Default::default(),

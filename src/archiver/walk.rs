@@ -109,6 +109,8 @@ pub(super) struct Archiver<'r, 'p> {
     pub(super) last_tree: Option<Tree>,
     /// Backed-up paths inside the ones walked next ([`super::root`]).
     pub(super) grafts: Vec<super::root::Graft>,
+    /// The mount points `-x` found in the directory being listed.
+    pub(super) mount_points: Vec<(OsString, PathBuf, Stat)>,
     /// Where files to read go (the reading workers).
     pub(super) jobs: super::readers::Jobs,
     /// Which files two workers read.
@@ -412,6 +414,7 @@ impl Archiver<'_, '_> {
                     ..
                 } = listing;
                 let steps = self.steps(path, fs_path, entries, root_dev);
+                let mount_points = std::mem::take(&mut self.mount_points);
                 // The subdirectories' listings: asked for by the pool with
                 // this one, or here when the walk made it.
                 let below = match below {
@@ -457,6 +460,20 @@ impl Archiver<'_, '_> {
                 }
                 drop(below);
                 drop(anchor);
+                for (name, at, st) in mount_points {
+                    // A backed-up path there or below takes its place.
+                    if self.grafts.iter().any(|g| g.path.starts_with(&at)) {
+                        continue;
+                    }
+                    let mut node = node_from_metadata(
+                        name.as_bytes().to_vec(),
+                        &st,
+                        &mut self.owners,
+                        self.opts.with_atime,
+                    );
+                    node.subtree = Some(self.store_tree(&Tree::default())?);
+                    self.push(Event::Ready(node))?;
+                }
             }
             Err(e) => self
                 .warnings
@@ -531,6 +548,17 @@ impl Archiver<'_, '_> {
                     continue;
                 }
             };
+            // A mount point under `-x`: kept as an empty directory, as
+            // restic keeps it (a restored system has its `/proc`), unless
+            // a pattern excludes it.
+            if self.opts.one_file_system
+                && cmd.is_dir()
+                && cmd.dev != root_dev
+                && !self.excluder.matches(&child)
+            {
+                self.mount_points.push((e.name, child, cmd));
+                continue;
+            }
             // What a directory contains is looked at when it is listed.
             if !ahead::keeps(
                 &self.excluder,

@@ -95,8 +95,9 @@ fn a_path_the_outer_walk_covers_changes_nothing() {
     assert_eq!(summary["data_added"], 0, "{summary}");
 }
 
-/// `-x` leaves out another file system below a path, but not one named
-/// itself (`backup -x a a/mnt`): it is backed up at its place. The other
+/// `-x` leaves out another file system below a path, keeping its mount
+/// point as an empty directory, but not one named itself (`backup -x a
+/// a/mnt`): it is backed up at its place. The other
 /// file system is a tmpfs mounted in a mount namespace of the test's own
 /// (`unshare -m`, as root); where that cannot be made the test says so
 /// and checks nothing.
@@ -149,6 +150,10 @@ fn a_named_path_on_another_file_system_is_kept_under_one_file_system() {
         assert_eq!(got.join("mnt/m").exists(), want, "snapshot {id}");
         if want {
             assert_eq!(fs::read(got.join("mnt/m")).unwrap(), b"on-tmpfs\n");
+        } else {
+            // The mount point itself is kept, empty, as restic keeps it.
+            assert!(got.join("mnt").is_dir(), "snapshot {id}");
+            assert_eq!(fs::read_dir(got.join("mnt")).unwrap().count(), 0);
         }
     }
 }
