@@ -83,18 +83,19 @@ impl MaxUnused {
     }
 }
 
-/// A size as restic writes it: `1024`, `64k`, `100M`, `2G`, `1T` (binary
-/// multiples).
+/// A size as restic writes it: `1024`, `100b`, `64k`, `100M`, `2G`, `1T`
+/// (binary multiples; `b` is bytes).
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
             let m: u64 = match c.to_ascii_lowercase() {
+                'b' => 1,
                 'k' => 1 << 10,
                 'm' => 1 << 20,
                 'g' => 1 << 30,
                 't' => 1 << 40,
-                _ => return Err(format!("unknown unit {c:?}; use k, M, G or T")),
+                _ => return Err(format!("unknown unit {c:?}; use b, k, M, G or T")),
             };
             (&t[..i], m)
         }
@@ -427,6 +428,31 @@ mod tests {
         assert_eq!(MaxUnused::Percent(100.0).allowed_beside(1), u64::MAX);
         assert_eq!(MaxUnused::Bytes(7).allowed_beside(1 << 40), 7);
         assert_eq!(MaxUnused::Unlimited.allowed_beside(0), u64::MAX);
+    }
+
+    /// restic's sizes: a number, with `b` for bytes or a binary multiple,
+    /// either case; anything else is refused, naming the unit.
+    #[test]
+    fn sizes_parse_as_restics() {
+        use super::parse_size;
+        for (s, n) in [
+            ("1024", 1024),
+            ("100b", 100),
+            ("100B", 100),
+            ("64k", 64 << 10),
+            ("100M", 100 << 20),
+            ("2g", 2 << 30),
+            ("1T", 1 << 40),
+        ] {
+            assert_eq!(parse_size(s), Ok(n), "{s}");
+        }
+        assert!(
+            parse_size("5x")
+                .unwrap_err()
+                .contains("use b, k, M, G or T")
+        );
+        assert!(parse_size("k").is_err());
+        assert!(parse_size("99999999999T").is_err());
     }
 
     use crate::archiver::{BackupOptions, backup};
