@@ -60,15 +60,26 @@ enum Part {
     Glob(GlobMatcher),
 }
 
-/// restic's cleaning of a pattern (Go's `filepath.Clean`, without
-/// resolving `..`): no `.` components, no empty ones, no trailing `/`.
-/// Returns whether it is anchored and its components.
+/// restic's cleaning of a pattern (Go's `filepath.Clean`): no `.`
+/// components, no empty ones, no trailing `/`, and `x/..` gone (a `..` at
+/// the root is dropped, one leading a relative pattern kept). Returns
+/// whether it is anchored and its components.
 fn clean(text: &str) -> (bool, Vec<&str>) {
     let anchored = text.starts_with('/');
-    let parts = text
-        .split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect();
+    let mut parts: Vec<&str> = Vec::new();
+    for c in text.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => match parts.last() {
+                Some(&last) if last != ".." => {
+                    parts.pop();
+                }
+                _ if anchored => {}
+                _ => parts.push(".."),
+            },
+            c => parts.push(c),
+        }
+    }
     (anchored, parts)
 }
 
@@ -160,7 +171,13 @@ impl PatternList {
         })
     }
 
-    /// Whether absolute `path` is excluded: by the sets, or by the last of
+    /// Whether a `!` pattern is among them: then what a directory's match
+    /// implies for what lies below it is not known without asking.
+    pub fn takes_back(&self) -> bool {
+        matches!(self.how, How::Ordered(_))
+    }
+
+    /// Whether absolute `path` is matched: by the sets, or by the last of
     /// the ordered patterns that matches it.
     pub fn matches(&self, path: &Path) -> bool {
         match &self.how {
@@ -190,25 +207,31 @@ impl PatternList {
 impl Pattern {
     /// restic's `match`: the pattern matches a run of the path's
     /// components, starting at the root if anchored and anywhere if not
-    /// (so a directory's pattern matches what lies below it).
+    /// (so a directory's pattern matches what lies below it). A table of
+    /// (pattern part, component) pairs, so `**` costs no more than a glob.
     fn matches(&self, comps: &[&[u8]]) -> bool {
-        if self.anchored {
-            return prefix(&self.parts, comps);
+        let c = comps.len();
+        // `ok[j]`: the parts from the current one on match a run of the
+        // components starting at `j`; with no parts left, any run does.
+        let mut ok = vec![true; c + 1];
+        for part in self.parts.iter().rev() {
+            let mut here = vec![false; c + 1];
+            for j in (0..=c).rev() {
+                here[j] = match part {
+                    // None of the components, or one more and still `**`.
+                    Part::Any => ok[j] || (j < c && here[j + 1]),
+                    Part::Glob(g) => {
+                        j < c && ok[j + 1] && g.is_match(std::ffi::OsStr::from_bytes(comps[j]))
+                    }
+                };
+            }
+            ok = here;
         }
-        (0..comps.len()).any(|at| prefix(&self.parts, &comps[at..]))
-    }
-}
-
-/// Whether `parts` match the first components of `comps` (all of `parts`,
-/// not necessarily all of `comps`).
-fn prefix(parts: &[Part], comps: &[&[u8]]) -> bool {
-    match parts.split_first() {
-        None => true,
-        Some((Part::Any, rest)) => (0..=comps.len()).any(|k| prefix(rest, &comps[k..])),
-        Some((Part::Glob(g), rest)) => match comps.split_first() {
-            Some((c, more)) => g.is_match(std::ffi::OsStr::from_bytes(c)) && prefix(rest, more),
-            None => false,
-        },
+        if self.anchored {
+            ok[0]
+        } else {
+            ok[..c].iter().any(|&m| m)
+        }
     }
 }
 
@@ -249,6 +272,10 @@ mod tests {
             ("/a/**/z", "/a/b/c/z", true),
             ("/a/**/z", "/a/b/c/y", false),
             ("*", "/anything", true),
+            ("x/../a", "/b/a", true),
+            ("/x/../a", "/a/f", true),
+            ("/../a", "/a", true),
+            ("a/./b/..", "/z/a", true),
         ];
         for (pat, path, want) in cases {
             let plain = list(&[pat]);
@@ -283,7 +310,13 @@ mod tests {
         // A negation before the pattern it would take back does nothing.
         let l = list(&["!/srv/keep", "/srv/*"]);
         assert!(l.matches(Path::new("/srv/keep")));
-        for bad in ["!", "/", "./", "!//"] {
+        // Many `**` against a deep path cost a table, not a search: with
+        // a search this took minutes.
+        let deep: String = (0..40).map(|i| format!("/d{i}")).collect();
+        let l = list(&["/**/a/**/b/**/c/**/d/**/e/**/f/**/g/**/h", "!/nowhere"]);
+        assert!(!l.matches(Path::new(&format!("{deep}/z"))));
+        assert!(l.matches(Path::new(&format!("/a/b/c/d/e/f/g{deep}/h"))));
+        for bad in ["!", "/", "./", "!//", "/.."] {
             let owned = vec![bad.to_string()];
             assert!(
                 PatternList::new(&owned, false, "exclude").is_err(),

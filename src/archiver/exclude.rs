@@ -14,24 +14,36 @@ use std::path::{Path, PathBuf};
 /// The globs given one by one plus every line of each exclude file, as
 /// restic reads `--exclude-file`: a UTF-8 byte-order mark dropped, blank
 /// lines and `#` comments skipped, surrounding space trimmed, and `$VAR`
-/// or `${VAR}` replaced by the variable (an unset one by nothing). An
-/// unreadable file is an error naming it.
+/// or `${VAR}` replaced by the variable. An unset variable is an error
+/// naming the file and line, where restic reads it as empty: a scheduled
+/// run's sparse environment would turn `$DATA/*` into `/*`, which leaves
+/// out all but the top directories. An unreadable file is an error naming
+/// it too.
 pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<String>> {
     let mut out = globs.to_vec();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| Error::io(f, e))?;
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        out.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(|l| {
-                    shellexpand::env_with_context_no_errors(l, |v| {
-                        Some(std::env::var(v).unwrap_or_default())
-                    })
-                    .into_owned()
-                }),
-        );
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let expanded = shellexpand::env_with_context(line, |v| match std::env::var(v) {
+                Ok(value) => Ok(Some(value)),
+                Err(_) => Err("not set"),
+            })
+            .map_err(|e| {
+                Error::Usage(format!(
+                    "{}:{}: ${} is {} (set it, or write [$] for a literal $)",
+                    f.display(),
+                    n + 1,
+                    e.var_name,
+                    e.cause
+                ))
+            })?;
+            out.push(expanded.into_owned());
+        }
     }
     Ok(out)
 }
@@ -281,6 +293,36 @@ mod tests {
             "headed+",
         ];
         assert_eq!(excluded, want);
+    }
+
+    /// An exclude file's lines: a byte-order mark dropped, comments and
+    /// blank lines skipped, `$VAR` replaced, `[$]` left for a literal `$`,
+    /// and an unset variable refused at its line.
+    #[test]
+    fn exclude_files_expand_set_variables_and_refuse_unset_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("ex");
+        std::fs::write(&f, "\u{feff}# c\n\n  $HOME/x  \n[$]RECYCLE.BIN\n${HOME}y\n").unwrap();
+        let home = std::env::var("HOME").unwrap();
+        let got = with_exclude_files(&["a".into()], std::slice::from_ref(&f)).unwrap();
+        assert_eq!(
+            got,
+            [
+                "a".to_string(),
+                format!("{home}/x"),
+                "[$]RECYCLE.BIN".into(),
+                format!("{home}y")
+            ]
+        );
+        std::fs::write(&f, "ok\n$LARDER_UNIT_SURELY_UNSET_VAR/*\n").unwrap();
+        let e = with_exclude_files(&[], std::slice::from_ref(&f))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("{}:2:", f.display()))
+                && e.contains("$LARDER_UNIT_SURELY_UNSET_VAR is not set"),
+            "{e}"
+        );
     }
 
     /// `NAME:` is the name alone; an empty name is refused.

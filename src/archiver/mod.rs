@@ -440,7 +440,7 @@ fn walk_with_readers<'r>(
             progress,
             excluder,
             last_tree: None,
-            grafts: Vec::new(),
+            grafts: Default::default(),
             mount_points: Vec::new(),
             jobs,
             split_at: split::SplitAt::new(workers, chunker.params().max),

@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 use crate::id::Id;
 use crate::localfs::{components, meta::node_from_metadata, stat::Stat};
 use crate::tree::{Node, NodeKind, Tree};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -31,36 +32,28 @@ enum VEntry {
     Dir(VDir),
 }
 
-/// A backed-up path inside another one: its node, waiting for the outer
-/// walk to place it.
-pub(super) struct Graft {
-    pub(super) path: PathBuf,
-    pub(super) node: Node,
-    pub(super) placed: bool,
-}
+/// Backed-up paths inside others, by path, each with its node, waiting for
+/// the walk of the path holding it to place it (and leave the map).
+pub(super) type Grafts = BTreeMap<PathBuf, Node>;
 
 /// Backs up every path and stores the root tree; returns its ID. Paths
 /// inside others go first, the deepest first, so that each walk finds the
 /// grafts below it ready.
 pub(super) fn walk_paths(run: &mut Archiver<'_, '_>, paths: &[PathBuf]) -> Result<Id> {
-    let inside = |p: &PathBuf| paths.iter().any(|q| q != p && p.starts_with(q));
+    let named: HashSet<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let inside = |p: &Path| p.ancestors().skip(1).any(|a| named.contains(a));
     let mut nested: Vec<&PathBuf> = paths.iter().filter(|p| inside(p)).collect();
     nested.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for p in nested {
         let node = run.backup_path(p)?;
-        // What this walk placed is inside its node now.
-        run.grafts.retain(|g| !g.placed);
-        if let Some(node) = node {
-            run.grafts.push(Graft {
-                path: p.clone(),
-                node,
-                placed: false,
-            });
+        if let Some(node) = settle(run, p, node)? {
+            run.grafts.insert(p.clone(), node);
         }
     }
     let mut top = VDir::default();
     for p in paths.iter().filter(|p| !inside(p)) {
-        let Some(node) = run.backup_path(p)? else {
+        let node = run.backup_path(p)?;
+        let Some(node) = settle(run, p, node)? else {
             continue;
         };
         let comps: Vec<Vec<u8>> = components(p).into_iter().map(<[u8]>::to_vec).collect();
@@ -76,47 +69,63 @@ pub(super) fn walk_paths(run: &mut Archiver<'_, '_>, paths: &[PathBuf]) -> Resul
         };
         insert_virtual(&mut top, dirs, last, node);
     }
-    for g in run.grafts.iter().filter(|g| !g.placed) {
-        // Not expected: every outer walk places the grafts below it.
+    let left = std::mem::take(&mut run.grafts);
+    for p in left.keys() {
+        // Not expected: every walk places the grafts below it.
         run.warnings.push(format!(
             "{}: backed up, but the walk of the path holding it never came to it; \
              not in the snapshot",
-            g.path.display()
+            p.display()
         ));
     }
     let root_tree = build_virtual(run, Path::new("/"), top)?;
     run.store_tree(&root_tree)
 }
 
+/// The node of backed-up path `p` once the grafts below it are placed. A
+/// directory's walk has placed them. Below a symbolic link, a file or a
+/// path that could not be read, they hang in a directory made for `p`
+/// with the metadata of what it leads to (restic unrolls such a path into
+/// a directory too).
+fn settle(run: &mut Archiver<'_, '_>, p: &Path, node: Option<Node>) -> Result<Option<Node>> {
+    let walked = node.as_ref().is_some_and(|n| n.kind == NodeKind::Dir);
+    if walked || !grafts_below(run, p) {
+        return Ok(node);
+    }
+    graft_node(run, p)
+}
+
 /// The node that stands for `at` in the walk of its directory, if grafts
 /// lie at or below it: the graft itself, or a directory made for `at`
-/// holding the grafts below it (shallower ones first: one inside another
-/// is already in it). Marks them placed.
+/// holding the grafts below it. Takes them out of the map.
 pub(super) fn graft_node(run: &mut Archiver<'_, '_>, at: &Path) -> Result<Option<Node>> {
-    let mut v = VDir::default();
-    let mut exact = None;
-    let mut below: Vec<usize> = (0..run.grafts.len())
-        .filter(|&i| !run.grafts[i].placed && run.grafts[i].path.starts_with(at))
+    if let Some(node) = run.grafts.remove(at) {
+        // Its own walk, or `settle`, placed what lay below it.
+        return Ok(Some(node));
+    }
+    let below: Vec<PathBuf> = run
+        .grafts
+        .range::<Path, _>((Bound::Excluded(at), Bound::Unbounded))
+        .take_while(|(p, _)| p.starts_with(at))
+        .map(|(p, _)| p.clone())
         .collect();
-    below.sort_by_key(|&i| run.grafts[i].path.components().count());
-    for i in below {
-        let g = &mut run.grafts[i];
-        g.placed = true;
-        let rel: Vec<Vec<u8>> = components(&g.path)
+    if below.is_empty() {
+        return Ok(None);
+    }
+    let skip = components(at).len();
+    let mut v = VDir::default();
+    for p in below {
+        let Some(node) = run.grafts.remove(&p) else {
+            continue;
+        };
+        let rel: Vec<Vec<u8>> = components(&p)
             .into_iter()
-            .skip(components(at).len())
+            .skip(skip)
             .map(<[u8]>::to_vec)
             .collect();
-        match rel.split_last() {
-            None => exact = Some(g.node.clone()),
-            Some((last, dirs)) => insert_virtual(&mut v, dirs, last, g.node.clone()),
+        if let Some((last, dirs)) = rel.split_last() {
+            insert_virtual(&mut v, dirs, last, node);
         }
-    }
-    if exact.is_some() {
-        return Ok(exact);
-    }
-    if v.entries.is_empty() {
-        return Ok(None);
     }
     let name = at
         .file_name()
@@ -130,9 +139,34 @@ pub(super) fn graft_node(run: &mut Archiver<'_, '_>, at: &Path) -> Result<Option
 
 /// Whether grafts wait at or below `at`.
 pub(super) fn grafts_at_or_below(run: &Archiver<'_, '_>, at: &Path) -> bool {
+    run.grafts.contains_key(at) || grafts_below(run, at)
+}
+
+/// Whether grafts wait strictly below `at`.
+fn grafts_below(run: &Archiver<'_, '_>, at: &Path) -> bool {
     run.grafts
-        .iter()
-        .any(|g| !g.placed && g.path.starts_with(at))
+        .range::<Path, _>((Bound::Excluded(at), Bound::Unbounded))
+        .next()
+        .is_some_and(|(p, _)| p.starts_with(at))
+}
+
+/// The first components below `dir` of the grafts waiting there (each
+/// once), as paths.
+pub(super) fn graft_points_below(run: &Archiver<'_, '_>, dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for (p, _) in run
+        .grafts
+        .range::<Path, _>((Bound::Excluded(dir), Bound::Unbounded))
+        .take_while(|(p, _)| p.starts_with(dir))
+    {
+        if let Some(first) = p.strip_prefix(dir).ok().and_then(|r| r.components().next()) {
+            let at = dir.join(first);
+            if out.last() != Some(&at) {
+                out.push(at);
+            }
+        }
+    }
+    out
 }
 
 /// Places `node` at `dirs/last` below `v`, creating intermediate

@@ -108,7 +108,7 @@ pub(super) struct Archiver<'r, 'p> {
     /// The tree of the directory finished last (the root of a walk).
     pub(super) last_tree: Option<Tree>,
     /// Backed-up paths inside the ones walked next ([`super::root`]).
-    pub(super) grafts: Vec<super::root::Graft>,
+    pub(super) grafts: super::root::Grafts,
     /// The mount points `-x` found in the directory being listed.
     pub(super) mount_points: Vec<(OsString, PathBuf, Stat)>,
     /// Where files to read go (the reading workers).
@@ -428,8 +428,8 @@ impl Archiver<'_, '_> {
                     // A backed-up path here stands in for the entry; one
                     // below an entry the walk does not enter hangs below a
                     // directory made for it.
-                    let exact = self.grafts.iter().any(|g| !g.placed && g.path == st.path);
-                    let grafted = (exact || !st.md.is_dir())
+                    let grafted = !self.grafts.is_empty()
+                        && (self.grafts.contains_key(&st.path) || !st.md.is_dir())
                         && super::root::grafts_at_or_below(self, &st.path);
                     if grafted {
                         if let Some(node) = super::root::graft_node(self, &st.path)? {
@@ -462,7 +462,7 @@ impl Archiver<'_, '_> {
                 drop(anchor);
                 for (name, at, st) in mount_points {
                     // A backed-up path there or below takes its place.
-                    if self.grafts.iter().any(|g| g.path.starts_with(&at)) {
+                    if super::root::grafts_at_or_below(self, &at) {
                         continue;
                     }
                     let mut node = node_from_metadata(
@@ -481,13 +481,7 @@ impl Archiver<'_, '_> {
         }
         // Backed-up paths below entries the walk left out (by name,
         // on another file system under `-x`, or all of them: unreadable).
-        let left: Vec<PathBuf> = self
-            .grafts
-            .iter()
-            .filter(|g| !g.placed && g.path.starts_with(path) && g.path != path)
-            .filter_map(|g| g.path.strip_prefix(path).ok()?.components().next())
-            .map(|c| path.join(c))
-            .collect();
+        let left = super::root::graft_points_below(self, path);
         for at in left {
             if let Some(node) = super::root::graft_node(self, &at)? {
                 self.push(Event::Ready(node))?;

@@ -359,6 +359,10 @@ mod tests {
             "sftp://me@[::1]:2222//srv/repo"
         );
         assert_eq!(parse("sftp://me@nas/rel").display(), "sftp:me@nas:rel");
+        // Shown as parsed back: escaped where the URL form needs it.
+        let odd = "sftp://b%40k@nas:2222//srv/my%20repo%23";
+        assert_eq!(parse(odd).display(), odd);
+        assert_eq!(parse(&parse(odd).display()), parse(odd));
         assert_eq!(parse("sftp:me@[::1]:/r").display(), "sftp:me@[::1]:/r");
         // Every spelling is checked alike: nothing that ssh would read as
         // an option, no password, port or path left out, nothing after '?'.

@@ -158,14 +158,28 @@ impl std::fmt::Display for SftpTarget {
         } else {
             self.host.clone()
         };
-        let user = self
-            .user
-            .as_deref()
-            .map(|u| format!("{u}@"))
-            .unwrap_or_default();
         match self.port {
-            Some(port) => write!(f, "sftp://{user}{host}:{port}/{}", self.path),
-            None => write!(f, "sftp:{user}{host}:{}", self.path),
+            Some(port) => {
+                // As the URL form is parsed back: `%`-escaped.
+                use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+                const PATH: &AsciiSet = &CONTROLS.add(b' ').add(b'%').add(b'?').add(b'#');
+                const USER: &AsciiSet = &PATH.add(b'@').add(b':').add(b'/');
+                let user = self
+                    .user
+                    .as_deref()
+                    .map(|u| format!("{}@", utf8_percent_encode(u, USER)))
+                    .unwrap_or_default();
+                let path = utf8_percent_encode(&self.path, PATH);
+                write!(f, "sftp://{user}{host}:{port}/{path}")
+            }
+            None => {
+                let user = self
+                    .user
+                    .as_deref()
+                    .map(|u| format!("{u}@"))
+                    .unwrap_or_default();
+                write!(f, "sftp:{user}{host}:{}", self.path)
+            }
         }
     }
 }
@@ -255,6 +269,18 @@ impl SftpBackend {
                 _ => Ok(default),
             }
         };
+        let command_line = std::env::var(COMMAND_VAR)
+            .ok()
+            .filter(|c| !c.trim().is_empty());
+        if let (Some(port), Some(line)) = (target.port, &command_line)
+            && !line.contains("LARDER_SFTP_PORT")
+        {
+            // It would reach whatever port it names, not the one asked for.
+            return Err(Error::Usage(format!(
+                "{target}: the repository string gives port {port}, but {COMMAND_VAR} ({line}) \
+                 does not use $LARDER_SFTP_PORT"
+            )));
+        }
         Ok(SftpBackend {
             target,
             pool: Mutex::new(PoolState {
@@ -264,9 +290,7 @@ impl SftpBackend {
             pool_cv: Condvar::new(),
             max_sessions: num(CONNECTIONS_VAR, 4, 64)? as usize,
             timeout: Duration::from_secs(num(TIMEOUT_VAR, 120, 86_400)?),
-            command_line: std::env::var(COMMAND_VAR)
-                .ok()
-                .filter(|c| !c.trim().is_empty()),
+            command_line,
             retry: RetryPolicy::from_env()?,
             connected: AtomicBool::new(false),
             up: None,

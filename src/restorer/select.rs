@@ -82,11 +82,16 @@ impl Selector {
         if self.exclude.iter().any(|l| l.matches(path)) {
             return (false, false);
         }
-        let included = ancestor_included
-            || match &self.include {
-                None => true,
-                Some(lists) => lists.iter().any(|l| l.matches(path)),
-            };
+        let included = match &self.include {
+            None => true,
+            // With `!`, what lies below an included directory may be taken
+            // back: every path is asked (the patterns match below a
+            // matched directory anyway).
+            Some(lists) if lists.iter().any(PatternList::takes_back) => {
+                lists.iter().any(|l| l.matches(path))
+            }
+            Some(lists) => ancestor_included || lists.iter().any(|l| l.matches(path)),
+        };
         (true, included)
     }
 }

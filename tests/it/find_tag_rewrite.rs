@@ -857,7 +857,7 @@ fn manpage_writes_pages_with_the_help_text() {
     let help = larder_ok(&t.repo_path(), &t.cache_path(), &["backup", "--help"]);
     let about = help.out.lines().next().unwrap();
     assert!(backup.contains(about), "{about:?} not in larder-backup.1");
-    assert!(backup.contains("Exclude paths matching this glob"));
+    assert!(backup.contains("Exclude paths matching this pattern"));
     assert!(backup.contains("larder backup ~/Documents"), "the example");
     for name in [
         "larder-find.1",

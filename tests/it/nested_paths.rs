@@ -66,6 +66,89 @@ fn paths_the_outer_walk_would_not_reach_are_kept() {
     );
 }
 
+/// A symbolic link named beside a path through it (`w w/link w/link/sub`,
+/// or the link alone with the path through it): the link's place becomes
+/// a directory holding the named path, as restic unrolls it; nothing
+/// named is lost and no warning is given.
+#[test]
+fn a_named_link_with_a_named_path_through_it_keeps_both() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let w = t.dir.path().join("w");
+    write(&w.join("file1"), b"one");
+    write(&t.dir.path().join("out/sub/a"), b"through the link");
+    std::os::unix::fs::symlink("../out", w.join("link")).unwrap();
+    for (n, named) in [
+        vec![w.clone(), w.join("link"), w.join("link/sub")],
+        vec![w.join("link"), w.join("link/sub")],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut args = vec!["backup", "--json"];
+        args.extend(named.iter().map(|p| path_str(p)));
+        let o = larder_ok(&repo, &cache, &args);
+        assert!(!o.err.contains("never came to it"), "{}", o.all());
+        let id = snapshot_id_of(&o);
+        let target = t.dir.path().join(format!("restored-{n}"));
+        larder_ok(
+            &repo,
+            &cache,
+            &["restore", "-q", &id, "--target", path_str(&target)],
+        );
+        let got = target.join(w.strip_prefix("/").unwrap());
+        assert!(fs::symlink_metadata(got.join("link")).unwrap().is_dir());
+        assert_eq!(
+            fs::read(got.join("link/sub/a")).unwrap(),
+            b"through the link",
+            "case {n}"
+        );
+        assert_eq!(got.join("file1").exists(), n == 0);
+    }
+}
+
+/// Every path of a tree named at once, as `find TREE > list; backup
+/// --files-from list` names them (a few thousand nested paths): the
+/// snapshot restores the tree exactly, each file read once.
+#[test]
+fn every_path_of_a_tree_named_at_once_restores_it() {
+    let t = cli_repo();
+    let (repo, cache) = (t.repo_path(), t.cache_path());
+    let src = t.dir.path().join("src");
+    for d in 0..40 {
+        for f in 0..50 {
+            write(
+                &src.join(format!("d{d:02}/s{}/f{f:02}", f % 3)),
+                format!("{d}/{f}").as_bytes(),
+            );
+        }
+    }
+    let mut all: Vec<String> = vec![path_str(&src).to_string()];
+    all.extend(
+        list_rel(&src)
+            .iter()
+            .map(|r| src.join(r).display().to_string()),
+    );
+    let list = t.dir.path().join("list");
+    fs::write(&list, all.join("\n")).unwrap();
+    let o = larder_ok(
+        &repo,
+        &cache,
+        &["backup", "--json", "--files-from-verbatim", path_str(&list)],
+    );
+    assert!(!o.err.contains("never came to it"), "{}", o.all());
+    let summary = json_lines(&o.out).pop().unwrap();
+    assert_eq!(summary["total_files_processed"], 2000, "{summary}");
+    let id = snapshot_id_of(&o);
+    let target = t.dir.path().join("restored");
+    larder_ok(
+        &repo,
+        &cache,
+        &["restore", "-q", &id, "--target", path_str(&target)],
+    );
+    assert_same_tree(&src, &target.join(src.strip_prefix("/").unwrap()));
+}
+
 /// A named path the outer walk covers anyway (`a` and `a/d`) gives the
 /// very tree `a` alone gives, and is read once: the second backup of the
 /// pair reads no file the first did not.

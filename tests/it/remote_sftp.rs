@@ -902,6 +902,18 @@ fn sftp_url_form_with_a_port() {
         crate::faults::wait_bounded(crate::faults::spawn(larder(repo, args)), repo)
     };
 
+    // A command that does not take the port would reach its own: refused.
+    let mut c = common::larder(Path::new(&url(sshd.port)), &cache);
+    c.env("LARDER_SFTP_COMMAND", sshd.command()).arg("init");
+    let o = crate::faults::wait_bounded(crate::faults::spawn(c), "init");
+    assert_eq!(o.code, 1, "{}", o.all());
+    assert!(
+        o.err.contains("does not use $LARDER_SFTP_PORT"),
+        "{}",
+        o.all()
+    );
+    assert!(!dir.exists());
+
     let wrong = run(&url(free_port()), &["init"]);
     assert_ne!(wrong.code, 0, "{}", wrong.all());
     assert!(wrong.err.contains("ssh"), "{}", wrong.all());
