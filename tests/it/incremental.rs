@@ -102,7 +102,7 @@ fn backup_env(
 /// The tree of directory `path` (absolute) in the snapshot whose root tree
 /// is `root`: what two backups of `path` are compared on (the ancestors'
 /// own metadata, `/tmp` among them, changes while other tests run).
-fn subtree_of(repo: &larder::repository::Repository, root: Id, path: &Path) -> Id {
+pub(crate) fn subtree_of(repo: &larder::repository::Repository, root: Id, path: &Path) -> Id {
     use std::os::unix::ffi::OsStrExt;
     let mut id = root;
     for c in path.components().skip(1) {
