@@ -18,7 +18,10 @@
 //!
 //! A component is matched by `globset` (`*`, `?`, `[a-z]`, `[!a]` or
 //! `[^a]`, `{a,b}`; Go's `filepath.Match`, which restic uses, has no
-//! `{a,b}` and reads `[!a]` as `!` or `a`).
+//! `{a,b}` and reads `[!a]` as `!` or `a`). Each `**` stands for any
+//! number of directories; restic caps the first of several `**` in one
+//! pattern by the count of the others, so `/**/a/**` matches `/a` here
+//! and not there.
 //!
 //! Without a `!` pattern the list is one `globset` set asked about the
 //! whole path, which for a walk from the top gives restic's answers (a
@@ -91,6 +94,27 @@ impl PatternList {
         fold: bool,
         what: &str,
     ) -> Result<PatternList> {
+        Self::compile(patterns, fold, what, false)
+    }
+
+    /// As [`PatternList::new`], but always evaluated in order, as a list
+    /// with a `!` pattern is: every path is asked, none answered for by a
+    /// directory above it (restore's includes, where another list has a
+    /// `!`).
+    pub fn new_ordered<'a>(
+        patterns: impl IntoIterator<Item = &'a String>,
+        fold: bool,
+        what: &str,
+    ) -> Result<PatternList> {
+        Self::compile(patterns, fold, what, true)
+    }
+
+    fn compile<'a>(
+        patterns: impl IntoIterator<Item = &'a String>,
+        fold: bool,
+        what: &str,
+        ordered: bool,
+    ) -> Result<PatternList> {
         let glob = |text: &str, pat: &str| -> Result<GlobMatcher> {
             GlobBuilder::new(text)
                 .literal_separator(true)
@@ -127,7 +151,7 @@ impl PatternList {
                 comps,
             ));
         }
-        if list.iter().any(|(p, _)| p.negated) {
+        if ordered || list.iter().any(|(p, _)| p.negated) {
             let ordered = list.into_iter().map(|(p, _)| p).collect();
             return Ok(PatternList {
                 how: How::Ordered(ordered),

@@ -31,11 +31,12 @@ pub fn with_exclude_files(globs: &[String], files: &[PathBuf]) -> Result<Vec<Str
             }
             let expanded = shellexpand::env_with_context(line, |v| match std::env::var(v) {
                 Ok(value) => Ok(Some(value)),
-                Err(_) => Err("not set"),
+                Err(std::env::VarError::NotPresent) => Err("not set"),
+                Err(std::env::VarError::NotUnicode(_)) => Err("not UTF-8"),
             })
             .map_err(|e| {
                 Error::Usage(format!(
-                    "{}:{}: ${} is {} (set it, or write [$] for a literal $)",
+                    "{}:{}: ${} is {} (set it, or write $$ or [$] for a literal $)",
                     f.display(),
                     n + 1,
                     e.var_name,
@@ -302,7 +303,11 @@ mod tests {
     fn exclude_files_expand_set_variables_and_refuse_unset_ones() {
         let tmp = tempfile::tempdir().unwrap();
         let f = tmp.path().join("ex");
-        std::fs::write(&f, "\u{feff}# c\n\n  $HOME/x  \n[$]RECYCLE.BIN\n${HOME}y\n").unwrap();
+        std::fs::write(
+            &f,
+            "\u{feff}# c\n\n  $HOME/x  \n[$]RECYCLE.BIN\n$$RECYCLE.BIN\n${HOME}y\n",
+        )
+        .unwrap();
         let home = std::env::var("HOME").unwrap();
         let got = with_exclude_files(&["a".into()], std::slice::from_ref(&f)).unwrap();
         assert_eq!(
@@ -311,6 +316,7 @@ mod tests {
                 "a".to_string(),
                 format!("{home}/x"),
                 "[$]RECYCLE.BIN".into(),
+                "$RECYCLE.BIN".into(),
                 format!("{home}y")
             ]
         );

@@ -46,9 +46,18 @@ impl Selector {
             include: if include.is_empty() && iinclude.is_empty() {
                 None
             } else {
+                // One list with `!` asks every path of both: a list of
+                // sets answers for a directory's contents only through
+                // `ancestor_included`, which then is not used.
+                let ordered = include.iter().chain(iinclude).any(|p| p.starts_with('!'));
+                let compile = if ordered {
+                    PatternList::new_ordered
+                } else {
+                    PatternList::new
+                };
                 Some([
-                    PatternList::new(include, false, "include")?,
-                    PatternList::new(iinclude, true, "include")?,
+                    compile(include, false, "include")?,
+                    compile(iinclude, true, "include")?,
                 ])
             },
             include_prefixes,

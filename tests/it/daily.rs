@@ -1343,6 +1343,22 @@ fn restore_selects_as_restic_reads_patterns() {
         ),
         set(&["a/other/o"])
     );
+    // ...and a case-blind list beside it still brings what is below the
+    // directory it names.
+    assert_eq!(
+        restored(
+            6,
+            &[
+                "--include",
+                &format!("{s}/a"),
+                "--include",
+                &format!("!{s}/a/keep"),
+                "--iinclude",
+                "B"
+            ]
+        ),
+        set(&["a/other/o", "b/keep/k2"])
+    );
 }
 
 /// Backup excludes by glob, marker file and CACHEDIR.TAG: the excluded
