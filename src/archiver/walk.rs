@@ -403,6 +403,7 @@ impl Archiver<'_, '_> {
         }
         let known_here = self.known_in_parent(path)?;
         self.push(Event::Open)?;
+        let mut mount_points = Vec::new();
         match listing {
             Ok(listing) => {
                 // Paths below a long one go through this descriptor: it
@@ -414,7 +415,7 @@ impl Archiver<'_, '_> {
                     ..
                 } = listing;
                 let steps = self.steps(path, fs_path, entries, root_dev);
-                let mount_points = std::mem::take(&mut self.mount_points);
+                mount_points = std::mem::take(&mut self.mount_points);
                 // The subdirectories' listings: asked for by the pool with
                 // this one, or here when the walk made it.
                 let below = match below {
@@ -425,16 +426,7 @@ impl Archiver<'_, '_> {
                 for st in &steps {
                     crate::interrupt::check()?;
                     let file_known = known_here.contains(st.name.as_bytes());
-                    // A backed-up path here stands in for the entry; one
-                    // below an entry the walk does not enter hangs below a
-                    // directory made for it.
-                    let grafted = !self.grafts.is_empty()
-                        && (self.grafts.contains_key(&st.path) || !st.md.is_dir())
-                        && super::root::grafts_at_or_below(self, &st.path);
-                    if grafted {
-                        if let Some(node) = super::root::graft_node(self, &st.path)? {
-                            self.push(Event::Ready(node))?;
-                        }
+                    if self.grafted(st)? {
                         continue;
                     }
                     if st.md.is_dir() {
@@ -460,36 +452,59 @@ impl Archiver<'_, '_> {
                 }
                 drop(below);
                 drop(anchor);
-                for (name, at, st) in mount_points {
-                    // A backed-up path there or below takes its place.
-                    if super::root::grafts_at_or_below(self, &at) {
-                        continue;
-                    }
-                    let mut node = node_from_metadata(
-                        name.as_bytes().to_vec(),
-                        &st,
-                        &mut self.owners,
-                        self.opts.with_atime,
-                    );
-                    node.subtree = Some(self.store_tree(&Tree::default())?);
-                    self.push(Event::Ready(node))?;
-                }
             }
             Err(e) => self
                 .warnings
                 .push(format!("{}: cannot read directory: {e}", path.display())),
         }
-        // Backed-up paths below entries the walk left out (by name,
-        // on another file system under `-x`, or all of them: unreadable).
-        let left = super::root::graft_points_below(self, path);
-        for at in left {
+        self.place_left_out(path, mount_points)?;
+        drop(known_here);
+        let prep = self.dir_prep(path, fs_path, md, known)?;
+        self.push(Event::Close(Box::new(prep)))
+    }
+
+    /// Whether a backed-up path named inside the walk's one stands in for
+    /// entry `st` (pushed): one at the entry itself, or one below an entry
+    /// the walk does not enter (hung below a directory made for it).
+    fn grafted(&mut self, st: &Step) -> Result<bool> {
+        let grafted = !self.grafts.is_empty()
+            && (self.grafts.contains_key(&st.path) || !st.md.is_dir())
+            && super::root::grafts_at_or_below(self, &st.path);
+        if grafted && let Some(node) = super::root::graft_node(self, &st.path)? {
+            self.push(Event::Ready(node))?;
+        }
+        Ok(grafted)
+    }
+
+    /// What directory `path` holds beside the entries the walk went to:
+    /// `-x`'s `mount_points`, as empty directories (one where a backed-up
+    /// path waits is that path's place), then the backed-up paths below
+    /// entries the walk left out (by name, on another file system, or all
+    /// of them: the directory was unreadable).
+    fn place_left_out(
+        &mut self,
+        path: &Path,
+        mount_points: Vec<(OsString, PathBuf, Stat)>,
+    ) -> Result<()> {
+        for (name, at, st) in mount_points {
+            if super::root::grafts_at_or_below(self, &at) {
+                continue;
+            }
+            let mut node = node_from_metadata(
+                name.as_bytes().to_vec(),
+                &st,
+                &mut self.owners,
+                self.opts.with_atime,
+            );
+            node.subtree = Some(self.store_tree(&Tree::default())?);
+            self.push(Event::Ready(node))?;
+        }
+        for at in super::root::graft_points_below(self, path) {
             if let Some(node) = super::root::graft_node(self, &at)? {
                 self.push(Event::Ready(node))?;
             }
         }
-        drop(known_here);
-        let prep = self.dir_prep(path, fs_path, md, known)?;
-        self.push(Event::Close(Box::new(prep)))
+        Ok(())
     }
 
     /// Asks the pool for the listings of the subdirectories among `steps`
