@@ -4,7 +4,7 @@
 //!
 //! A path inside another backed-up path (`a` and `a/mnt`) is backed up
 //! first, on its own, and its node is *grafted* into the outer walk at its
-//! place ([`Graft`]): where the walk reaches it, the graft stands in for
+//! place ([`Grafts`]): where the walk reaches it, the graft stands in for
 //! what the walk would record; where the walk would not reach it (the way
 //! down is excluded, on another file system under `-x`, or a symbolic
 //! link), the graft hangs below an intermediate directory made at the
