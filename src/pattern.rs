@@ -115,12 +115,12 @@ impl PatternList {
         what: &str,
         ordered: bool,
     ) -> Result<PatternList> {
-        let glob = |text: &str, pat: &str| -> Result<GlobMatcher> {
+        // One builder for both ways; an error names the pattern as given.
+        let glob = |text: &str, pat: &str| {
             GlobBuilder::new(text)
                 .literal_separator(true)
                 .case_insensitive(fold)
                 .build()
-                .map(|g| g.compile_matcher())
                 .map_err(|e| Error::Usage(format!("invalid {what} pattern {pat:?}: {e}")))
         };
         let mut list = Vec::new();
@@ -135,24 +135,24 @@ impl PatternList {
                     "invalid {what} pattern {pat:?}: it names no file"
                 )));
             }
-            let parts = comps
-                .iter()
-                .map(|c| match *c {
-                    "**" => Ok(Part::Any),
-                    c => glob(c, pat).map(Part::Glob),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            list.push((
-                Pattern {
+            list.push((pat, negated, anchored, comps));
+        }
+        if ordered || list.iter().any(|(_, negated, ..)| *negated) {
+            let mut ordered = Vec::with_capacity(list.len());
+            for (pat, negated, anchored, comps) in list {
+                let parts = comps
+                    .iter()
+                    .map(|c| match *c {
+                        "**" => Ok(Part::Any),
+                        c => glob(c, pat).map(|g| Part::Glob(g.compile_matcher())),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                ordered.push(Pattern {
                     parts,
                     anchored,
                     negated,
-                },
-                comps,
-            ));
-        }
-        if ordered || list.iter().any(|(p, _)| p.negated) {
-            let ordered = list.into_iter().map(|(p, _)| p).collect();
+                });
+            }
             return Ok(PatternList {
                 how: How::Ordered(ordered),
             });
@@ -163,28 +163,19 @@ impl PatternList {
         };
         let mut by_name = GlobSetBuilder::new();
         let mut by_path = GlobSetBuilder::new();
-        for (p, comps) in list {
-            let add = |b: &mut GlobSetBuilder, text: &str| -> Result<()> {
-                let g = GlobBuilder::new(text)
-                    .literal_separator(true)
-                    .case_insensitive(fold)
-                    .build()
-                    .map_err(|e| Error::Usage(format!("invalid {what} pattern {text:?}: {e}")))?;
-                b.add(g);
-                Ok(())
-            };
-            if !p.anchored && comps.len() == 1 {
-                add(&mut by_name, comps[0])?;
+        for (pat, _, anchored, comps) in list {
+            if !anchored && comps.len() == 1 {
+                by_name.add(glob(comps[0], pat)?);
                 continue;
             }
             let joined = comps.join("/");
-            let lead = if p.anchored { "/" } else { "/**/" };
-            add(&mut by_path, &format!("{lead}{joined}"))?;
+            let lead = if anchored { "/" } else { "/**/" };
+            by_path.add(glob(&format!("{lead}{joined}"), pat)?);
             // What lies below a matched directory.
-            add(&mut by_path, &format!("{lead}{joined}/**"))?;
+            by_path.add(glob(&format!("{lead}{joined}/**"), pat)?);
             // `**` at the end stands for no directory too.
             if let Some(base) = joined.strip_suffix("/**") {
-                add(&mut by_path, &format!("{lead}{base}"))?;
+                by_path.add(glob(&format!("{lead}{base}"), pat)?);
             }
         }
         Ok(PatternList {
